@@ -1,0 +1,53 @@
+"""Runs the ``apex_kernels`` Triton kernels; on the CPU only under ``TRITON_INTERPRET=1``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from apex_core.interfaces import Backend, Inputs, Prepared, Workload
+from apex_core.results import Availability, Case, Support
+
+from adapters.lazy_import import cuda_reason, try_import
+
+INTERPRETER_NOTE = "Triton interpreter on the CPU: correctness only, timings not comparable"
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class TritonBackend(Backend):
+    """Our Triton kernels through their launch wrappers."""
+
+    name = "triton"
+    description = "apex_kernels Triton kernels (CUDA, or the interpreter with TRITON_INTERPRET=1)"
+
+    def probe(self, device: str) -> Availability:
+        _triton, reason = try_import("triton", "pip install triton; Linux only")
+        if reason:
+            return Availability.no(reason)
+        if device == "cpu":
+            if not interpreting():
+                return Availability.no(
+                    "triton on the CPU needs TRITON_INTERPRET=1 (interpreter: correctness only)")
+            return Availability.yes()
+        reason = cuda_reason()
+        return Availability.no(reason) if reason else Availability.yes()
+
+    def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        from apex_kernels import KERNELS
+
+        if workload.name not in KERNELS:
+            return Support.no(f"apex_kernels has no Triton kernel for {workload.name}")
+        return Support.yes()
+
+    def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
+        from apex_kernels import KERNELS
+
+        module_path, _, factory_name = KERNELS[workload.name].partition(":")
+        factory = getattr(importlib.import_module(module_path), factory_name)
+        fn, outputs, metadata = factory(case, inputs)
+        if interpreting():
+            return Prepared(fn, outputs, metadata, INTERPRETER_NOTE, "triton_interpreter")
+        return Prepared(fn, outputs, metadata)

@@ -1,0 +1,58 @@
+"""apex-bench core: interfaces, registry, planning, the cell runner, timing and reports.
+
+Library use::
+
+    import apex_core
+
+    report = apex_core.run(["tilepack"], ["torch-reference"], device="cpu", profile="smoke")
+    for cell in report.cells:
+        print(cell.key, cell.status, cell.timing.stats.p50 if cell.timing else cell.reason)
+"""
+
+from apex_core.api import run
+from apex_core.errors import ApexBenchError, ParamError, PluginError, UsageError
+from apex_core.interfaces import Backend, Prepared, Workload
+from apex_core.plan import Plan, build_plan
+from apex_core.registry import Registry
+from apex_core.results import (
+    Accuracy,
+    Availability,
+    Case,
+    CellResult,
+    Report,
+    SkipKind,
+    Stats,
+    Status,
+    Support,
+    Tolerance,
+    Work,
+)
+from apex_core.runner import run_plan
+from apex_core.timing import TimingOptions
+
+__all__ = [
+    "Accuracy",
+    "ApexBenchError",
+    "Availability",
+    "Backend",
+    "Case",
+    "CellResult",
+    "ParamError",
+    "Plan",
+    "PluginError",
+    "Prepared",
+    "Registry",
+    "Report",
+    "SkipKind",
+    "Stats",
+    "Status",
+    "Support",
+    "TimingOptions",
+    "Tolerance",
+    "UsageError",
+    "Work",
+    "Workload",
+    "build_plan",
+    "run",
+    "run_plan",
+]

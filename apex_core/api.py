@@ -1,0 +1,74 @@
+"""The library entry point: run a selection and get the immutable ``Report`` back.
+
+No CLI, no files: everything the command line does is reachable from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from apex_core.errors import UsageError
+from apex_core.plan import build_plan
+from apex_core.registry import Registry
+from apex_core.results import Report
+from apex_core.runner import CellCallback, run_plan
+from apex_core.timing import TimingOptions
+
+
+def default_device() -> str:
+    """``cuda`` when a CUDA device is usable, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtypes(device: str) -> tuple[str, ...]:
+    """fp16 on CUDA, fp32 on the CPU (where half precision is slow and rarely the target)."""
+    return ("fp16",) if device == "cuda" else ("fp32",)
+
+
+def check_device(device: str) -> None:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here (use --device cpu)")
+
+
+def run(
+    workloads: Sequence[str] | None = None,
+    backends: Sequence[str] | None = None,
+    *,
+    device: str | None = None,
+    dtypes: Sequence[str] | None = None,
+    profile: str = "fixed",
+    overrides: Sequence[str] | dict[str, Any] = (),
+    seed: int = 0,
+    timing: TimingOptions | None = None,
+    timeout_s: float = 600.0,
+    isolation: str = "process",
+    registry: Registry | None = None,
+    on_cell: CellCallback | None = None,
+) -> Report:
+    """Run workloads x cases x backends x dtypes on one device and return the report.
+
+    Names accept aliases (``trt``, ``all``) and ``workload:case`` selectors; ``None``
+    selects everything registered. ``overrides`` are ``key=value`` strings or a
+    typed dict. Raises ``UsageError`` for bad selections before any cell runs.
+    """
+    registry = registry or Registry.discover()
+    device = device or default_device()
+    check_device(device)
+    plan = build_plan(
+        registry,
+        workloads=workloads,
+        backends=backends,
+        device=device,
+        dtypes=tuple(dtypes or default_dtypes(device)),
+        profile=profile,
+        overrides=overrides,
+        seed=seed,
+        timing=timing,
+        timeout_s=timeout_s,
+    )
+    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell)

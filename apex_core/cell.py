@@ -1,0 +1,207 @@
+"""Run one cell in the current process: prepare, check, measure, check again, derive.
+
+The cell never raises: every failure becomes a ``CellResult`` with a status and
+a one-line reason; the traceback travels in ``CellResult.log`` for the log file.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import attrs
+import torch
+
+from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
+from apex_core.interfaces import Backend, Inputs, Prepared, Workload
+from apex_core.results import Accuracy, CellResult, Case, Derived, Status, Timing, Work
+from apex_core.timing import CudaTimer, TimingOptions, measure_cpu
+
+# Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
+_CHECK_BEFORE_SEED_OFFSET = 1
+_CHECK_AFTER_SEED_OFFSET = 2
+
+
+@attrs.frozen
+class CellSpec:
+    """Everything a worker needs to run one cell, by name (picklable)."""
+
+    workload: str
+    case: str
+    backend: str
+    dtype: str
+    device: str
+    params: dict[str, Any]
+    seed: int
+    timing: TimingOptions
+
+
+class _CellFailure(Exception):
+    """Carries the status and reason of a failed stage out of the cell's steps."""
+
+    def __init__(self, status: Status, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.log = log
+
+
+def is_device_poisoning(exc: BaseException) -> bool:
+    """True for errors after which the CUDA context cannot be trusted (the worker must go)."""
+    accelerator_error = getattr(torch, "AcceleratorError", None)
+    if accelerator_error is not None and isinstance(exc, accelerator_error):
+        return True
+    text = str(exc)
+    return "CUDA error" in text or "illegal memory access" in text or "device-side assert" in text
+
+
+def _fail(stage: str, exc: BaseException) -> _CellFailure:
+    status = Status.CRASHED if is_device_poisoning(exc) else Status.ERROR
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = f"{type(exc).__name__} during {stage}: {message}".rstrip(": ")
+    return _CellFailure(status, reason, traceback.format_exc())
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def refresh_inputs_(workload: Workload, case: Case, inputs: Inputs, spec: CellSpec, seed: int) -> None:
+    """Copy fresh random values into the existing input tensors (addresses stay valid)."""
+    fresh = workload.make_inputs(case, spec.device, DTYPES[spec.dtype], seed)
+    workload.validate_inputs(case, fresh)
+    for name, tensor in inputs.items():
+        tensor.copy_(fresh[name])
+
+
+def check(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, spec: CellSpec,
+          seed: int, stage: str) -> Accuracy:
+    """Run once on fresh inputs with poisoned outputs and compare with the reference."""
+    refresh_inputs_(workload, case, inputs, spec, seed)
+    if prepared.outputs:
+        poison_(prepared.outputs)
+    synchronize(spec.device)
+    outputs = prepared.fn()
+    synchronize(spec.device)
+    # Copy before the reference runs: a backend may hand back buffers it reuses.
+    outputs = {k: v.detach().clone() for k, v in outputs.items()}
+    ref_inputs = upcast_inputs(inputs, reference_dtype(spec.device))
+    with torch.no_grad():
+        reference = workload.reference(case, ref_inputs)
+    return compare_outputs(outputs, reference, workload.tolerance(spec.dtype), stage)
+
+
+def derive(work: Work, timing: Timing) -> Derived:
+    seconds = timing.stats.p50 / 1e3
+    if seconds <= 0:
+        return Derived(work.units, 0.0, 0.0, 0.0, work.bytes_moved, work.flops)
+    return Derived(
+        units=work.units,
+        units_per_s=work.count / seconds,
+        gbps=work.bytes_moved / seconds / 1e9,
+        tflops=work.flops / seconds / 1e12,
+        bytes_moved=work.bytes_moved,
+        flops=work.flops,
+    )
+
+
+def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None]:
+    """Time the prepared callable; returns the timing and peak device memory in MB."""
+    if not spec.device.startswith("cuda"):
+        timing = measure_cpu(prepared.fn, spec.timing)
+        return _relabel(timing, prepared), None
+    timer = CudaTimer(spec.timing)
+    flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    timing = timer.measure(prepared.fn)
+    peak = (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20
+    return _relabel(timing, prepared), peak
+
+
+def _relabel(timing: Timing, prepared: Prepared) -> Timing:
+    method = prepared.timing_method or timing.method
+    note = "; ".join(n for n in (timing.note, prepared.timing_note) if n)
+    return attrs.evolve(timing, method=method, note=note)
+
+
+def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
+               record: dict[str, Any]) -> None:
+    """The cell's stages in order; each failure raises _CellFailure with its stage named."""
+    torch.manual_seed(spec.seed)
+    try:
+        inputs = workload.make_inputs(case, spec.device, DTYPES[spec.dtype], spec.seed)
+        workload.validate_inputs(case, inputs)
+    except Exception as exc:
+        raise _fail("input generation", exc) from None
+    record["input_memory_mb"] = sum(t.numel() * t.element_size() for t in inputs.values()) / 2**20
+    try:
+        start = time.perf_counter()
+        prepared = backend.prepare(workload, case, inputs)
+        prepared.fn()  # first call: lazy compilation and autotuning count as build time
+        synchronize(spec.device)
+        record["build_time_s"] = time.perf_counter() - start
+        record["metadata"] = dict(prepared.metadata)
+    except Exception as exc:
+        raise _fail("prepare", exc) from None
+    _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
+             "before-timing", record)
+    try:
+        timing, peak = _measure(prepared, spec)
+    except Exception as exc:
+        raise _fail("timing", exc) from None
+    record["timing"], record["peak_memory_mb"] = timing, peak
+    record["derived"] = derive(workload.work(case), timing)
+    _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
+             "after-timing", record)
+
+
+def _checked(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, spec: CellSpec,
+             seed: int, stage: str, record: dict[str, Any]) -> None:
+    try:
+        accuracy = check(workload, case, prepared, inputs, spec, seed, stage)
+    except Exception as exc:
+        raise _fail(f"correctness check ({stage})", exc) from None
+    record["accuracy"] = (*record.get("accuracy", ()), accuracy)
+    if not accuracy.passed:
+        raise _CellFailure(Status.INCORRECT, f"wrong result {stage}: {accuracy.message}")
+
+
+def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellResult:
+    """Run one cell end to end and return its result; never raises for backend failures."""
+    started = time.perf_counter()
+    record: dict[str, Any] = {}
+    status, reason, log = Status.OK, "", ""
+    try:
+        case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
+        _run_steps(workload, backend, case, spec, record)
+    except _CellFailure as failure:
+        status, reason, log = failure.status, failure.reason, failure.log
+    except Exception as exc:  # a bug outside the named stages still becomes a row
+        failure = _fail("cell setup", exc)
+        status, reason, log = failure.status, failure.reason, failure.log
+    if status != Status.OK:
+        # Numbers from a cell that went wrong are not reported as speeds.
+        record.pop("timing", None)
+        record.pop("derived", None)
+    return CellResult(
+        workload=spec.workload,
+        case=spec.case,
+        backend=spec.backend,
+        dtype=spec.dtype,
+        device=spec.device,
+        status=status,
+        params=dict(spec.params),
+        reason=reason,
+        timing=record.get("timing"),
+        derived=record.get("derived"),
+        accuracy=record.get("accuracy", ()),
+        build_time_s=record.get("build_time_s"),
+        peak_memory_mb=record.get("peak_memory_mb"),
+        input_memory_mb=record.get("input_memory_mb"),
+        metadata=record.get("metadata", {}),
+        wall_time_s=time.perf_counter() - started,
+        log=log,
+    )

@@ -1,0 +1,1 @@
+"""The ``apex-bench`` command line."""

@@ -1,0 +1,116 @@
+"""Argument parsing for ``apex-bench``: one-line errors, exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from apex_core.correctness import DTYPES
+from apex_core.interfaces import PROFILES
+
+EXIT_CODES = """\
+exit codes:
+  0  every requested cell ran (ok or skipped with a reason) and any gate passed
+  1  a cell was incorrect, errored, crashed or timed out, or a gate failed
+  2  usage error (unknown name, bad value, unwritable output, missing device)
+"""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a single line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _dtype_list(text: str) -> list[str]:
+    items = _comma_list(text)
+    for item in items:
+        if item not in DTYPES:
+            raise argparse.ArgumentTypeError(f"unknown dtype {item!r}; valid: {', '.join(DTYPES)}")
+    if not items:
+        raise argparse.ArgumentTypeError("no dtype given")
+    return items
+
+
+def build_run_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="apex-bench",
+        description="Run workloads x backends, check every result against the workload's "
+        "reference, time it, and write a JSON report and a Markdown summary.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sel = parser.add_argument_group("selection")
+    sel.add_argument("--backends", type=_comma_list, help="comma list of backends or aliases "
+                     "(trt = tensorrt-plugin,tensorrt-engine; all); default: all")
+    sel.add_argument("--workloads", type=_comma_list, help="comma list of workloads, "
+                     "workload:case, or all; default: all")
+    sel.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
+    sel.add_argument("--dtype", type=_dtype_list, help="one or a comma list of fp16, bf16, fp32; "
+                     "default fp16 on cuda, fp32 on cpu")
+    sel.add_argument("--profile", choices=tuple(PROFILES), default="fixed",
+                     help="parameter profile (default: fixed)")
+    sel.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a workload parameter (repeatable)")
+    sel.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    tim = parser.add_argument_group("timing")
+    tim.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up calls (default 10)")
+    tim.add_argument("--iters", type=_positive_int, default=10,
+                     help="minimum samples per cell (default 10)")
+    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
+    tim.add_argument("--max-time", type=_positive_float, default=3.0,
+                     help="seconds after which sampling stops (3.0)")
+    tim.add_argument("--noise", type=_positive_float, default=0.005,
+                     help="stop once std/mean is under this (0.005 = 0.5%%)")
+    tim.add_argument("--timeout", type=_positive_float, default=600.0,
+                     help="seconds one cell may take, build included (default 600)")
+    tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
+                     help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
+    tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays of each callable")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
+    out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")
+    out.add_argument("--log-file", help="log with tracebacks (default: next to the JSON report)")
+    out.add_argument("--list", action="store_true", help="list backends and workloads with their "
+                     "availability, then exit")
+    out.add_argument("--quiet", action="store_true", help="print only the final summary line")
+    out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
+                     "isolation; for debugging)")
+    return parser

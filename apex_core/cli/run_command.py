@@ -1,0 +1,135 @@
+"""The default command: plan, run every cell in a worker, write the reports after each cell."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from apex_core.api import check_device, default_device, default_dtypes
+from apex_core.cli.listing import print_listing
+from apex_core.cli.progress import Progress
+from apex_core.environment import capture_environment
+from apex_core.errors import UsageError
+from apex_core.plan import Plan, PlannedCell, build_plan
+from apex_core.registry import Registry
+from apex_core.report.autotune import summarize_autotune
+from apex_core.report.writer import ReportWriter, check_writable
+from apex_core.results import FAILING_STATUSES, CellResult, Report
+from apex_core.runner import run_plan, utc_now
+from apex_core.timing import TimingOptions
+
+DEFAULT_DIR = Path("artifacts")
+DEFAULT_JSON = DEFAULT_DIR / "apex-bench.json"
+DEFAULT_MD = DEFAULT_DIR / "apex-bench.md"
+
+
+def _output_paths(args: Any) -> tuple[Path, Path, Path]:
+    """Resolve output paths; default ones get their folder created, given ones must exist."""
+    if args.output_json is None or args.output_md is None:
+        DEFAULT_DIR.mkdir(parents=True, exist_ok=True)
+    json_path = Path(args.output_json) if args.output_json else DEFAULT_JSON
+    md_path = Path(args.output_md) if args.output_md else DEFAULT_MD
+    log_path = Path(args.log_file) if args.log_file else json_path.with_suffix(".log")
+    for path, flag in ((json_path, "--output-json"), (md_path, "--output-md"),
+                       (log_path, "--log-file")):
+        check_writable(path, flag)
+    return json_path, md_path, log_path
+
+
+def _timing_options(args: Any, device: str) -> TimingOptions:
+    if args.graph and device != "cuda":
+        raise UsageError("--graph needs --device cuda (CUDA graphs do not exist on the CPU)")
+    try:
+        return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
+                             max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
+                             graph=args.graph)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _configure_logging(log_path: Path) -> None:
+    """Tracebacks and debug detail go to the log file, never to the terminal."""
+    handler = logging.FileHandler(log_path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("apex_core", "adapters", "apex_kernels"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+class _IncrementalReport:
+    """Keeps the finished cells and rewrites the report files after each one."""
+
+    def __init__(self, plan: Plan, registry: Registry, env: dict[str, Any], writer: ReportWriter,
+                 progress: Progress) -> None:
+        self.base = Report(suite="apex-bench", timestamp_utc=utc_now(), environment=env,
+                           config=plan.config(), status="running", cells=(),
+                           plugins=registry.broken, triton_autotune=summarize_autotune(()))
+        self.cells: list[CellResult] = []
+        self.writer = writer
+        self.progress = progress
+        self.writer.write(self.base)
+
+    def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
+        if result is not None:
+            self.cells.append(result)
+            self.write("running")
+        self.progress(index, total, cell, result)
+
+    def write(self, status: str) -> Report:
+        report = attrs.evolve(self.base, status=status, cells=tuple(self.cells),
+                              triton_autotune=summarize_autotune(self.cells))
+        self.writer.write(report)
+        return report
+
+
+def _raise_keyboard_interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_command(args: Any) -> int:
+    """Execute the run described by parsed ``args``; returns the exit code."""
+    registry = Registry.discover()
+    device = args.device or default_device()
+    check_device(device)
+    if args.list:
+        print_listing(registry, device)
+        return 0
+    timing = _timing_options(args, device)
+    plan = build_plan(registry, workloads=args.workloads, backends=args.backends, device=device,
+                      dtypes=tuple(args.dtype or default_dtypes(device)), profile=args.profile,
+                      overrides=args.overrides, seed=args.seed, timing=timing,
+                      timeout_s=args.timeout)
+    json_path, md_path, log_path = _output_paths(args)
+    _configure_logging(log_path)
+    env = capture_environment(device)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    with Progress(quiet=args.quiet) as progress:
+        recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
+        try:
+            report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
+                              environment=env, on_cell=recorder)
+        except KeyboardInterrupt:
+            recorder.write("interrupted")
+            print(f"interrupted: partial report in {json_path}", flush=True)
+            return 130
+    report = recorder.write(report.status)
+    return _summarize(report, json_path, md_path, log_path)
+
+
+def _summarize(report: Report, json_path: Path, md_path: Path, log_path: Path) -> int:
+    counts: dict[str, int] = {}
+    for cell in report.cells:
+        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no cells"
+    failing = [c for c in report.cells if c.status in FAILING_STATUSES]
+    print(f"apex-bench: {summary}; report {json_path}, summary {md_path}", flush=True)
+    if failing:
+        print(f"apex-bench: {len(failing)} cell(s) failed; details in {log_path}", flush=True)
+        return 1
+    return 0

@@ -1,0 +1,83 @@
+"""Compare a backend's outputs with the workload's reference (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from apex_core.results import Accuracy, OutputAccuracy, Tolerance
+
+DTYPES: Mapping[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+def reference_dtype(device: str) -> torch.dtype:
+    """The precision the reference runs in: float64 on the CPU (cheap there), float32 on GPUs."""
+    return torch.float64 if device == "cpu" else torch.float32
+
+
+def upcast_inputs(inputs: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Copies of the inputs with every floating tensor in ``dtype``; integer tensors unchanged."""
+    return {
+        k: v.to(dtype) if v.is_floating_point() else v.clone() for k, v in inputs.items()
+    }
+
+
+def poison_(outputs: Mapping[str, torch.Tensor]) -> None:
+    """Fill preallocated output buffers with values no correct kernel leaves behind."""
+    for tensor in outputs.values():
+        if tensor.is_floating_point():
+            tensor.fill_(float("nan"))
+        else:
+            tensor.fill_(-(2**30) if tensor.dtype != torch.uint8 else 255)
+
+
+def compare_tensor(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> OutputAccuracy:
+    """Element-wise comparison in float64; NaN/Inf must appear exactly where the reference has them."""
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValueError(f"output {name!r} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    o = out.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    both_finite = torch.isfinite(o) & torch.isfinite(r)
+    same_special = (torch.isnan(o) & torch.isnan(r)) | (~torch.isnan(o) & ~torch.isnan(r) & (o == r))
+    nonfinite_bad = ~both_finite & ~same_special
+    diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
+    bound = tol.atol + tol.rtol * r.abs()
+    finite_bad = both_finite & (diff > bound)
+    rel = torch.where(both_finite & (r != 0), diff / r.abs(), torch.zeros_like(o))
+    return OutputAccuracy(
+        name=name,
+        max_abs_error=float(diff.max()) if diff.numel() else 0.0,
+        max_rel_error=float(rel.max()) if rel.numel() else 0.0,
+        mismatches=int(finite_bad.sum() + nonfinite_bad.sum()),
+        elements=o.numel(),
+        nonfinite_mismatches=int(nonfinite_bad.sum()),
+    )
+
+
+def compare_outputs(
+    outputs: Mapping[str, torch.Tensor],
+    reference: Mapping[str, torch.Tensor],
+    tol: Tolerance,
+    stage: str,
+) -> Accuracy:
+    """Compare every reference output; a missing output or any non-finite mismatch fails."""
+    missing = sorted(set(reference) - set(outputs))
+    if missing:
+        return Accuracy(False, tol.atol, tol.rtol, tol.max_mismatch_ratio, (), stage,
+                        f"missing outputs: {', '.join(missing)}")
+    results = tuple(compare_tensor(k, outputs[k], reference[k], tol) for k in reference)
+    failures = [
+        o for o in results
+        if o.nonfinite_mismatches > 0 or o.mismatch_ratio > tol.max_mismatch_ratio
+    ]
+    message = "; ".join(
+        f"{o.name}: {o.mismatches}/{o.elements} elements off (max abs err {o.max_abs_error:.3g}"
+        f", {o.nonfinite_mismatches} non-finite)"
+        for o in failures
+    )
+    return Accuracy(not failures, tol.atol, tol.rtol, tol.max_mismatch_ratio, results, stage, message)

@@ -1,0 +1,21 @@
+"""The exception hierarchy: one root, a few specific children."""
+
+
+class ApexBenchError(Exception):
+    """Root of every error apex-bench raises on purpose."""
+
+
+class UsageError(ApexBenchError):
+    """The user asked for something invalid (name, flag value, path); exit code 2."""
+
+
+class ParamError(UsageError):
+    """A workload parameter (from a profile or ``--set``) is unknown or out of range."""
+
+
+class InputValidationError(ApexBenchError):
+    """Generated or supplied inputs break a workload's contract (e.g. an index out of range)."""
+
+
+class PluginError(ApexBenchError):
+    """A plugin could not be loaded, constructed, or clashes with another plugin."""

@@ -1,0 +1,140 @@
+"""The plugin API: what a workload and a backend must provide.
+
+Third-party packages subclass these and register the classes under the
+entry-point groups ``apex_bench.workloads`` and ``apex_bench.backends``.
+Construction must be cheap and must not import heavy stacks (triton,
+tensorrt, onnxruntime): do that inside ``probe`` or ``prepare``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from apex_core.errors import ParamError
+from apex_core.results import Availability, Case, Support, Tolerance, Work
+
+if TYPE_CHECKING:
+    import torch
+
+Inputs = dict[str, "torch.Tensor"]
+Outputs = dict[str, "torch.Tensor"]
+
+# Default tolerances by dtype name (DESIGN.md section 6): (atol, rtol).
+DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
+    "fp32": (1e-6, 1e-5),
+    "fp16": (1e-3, 1e-2),
+    "bf16": (2e-3, 2e-2),
+    "fp8": (3e-3, 3e-2),
+}
+
+# Profiles shared by every built-in workload: values are applied to each
+# workload's parameter class for the fields it has.
+PROFILES: Mapping[str, Mapping[str, Any]] = {
+    "fixed": {},
+    "smoke": {
+        "batch": 1,
+        "channels": 8,
+        "height": 16,
+        "width": 16,
+        "tile_size": 4,
+        "kmax": 6,
+        "steps": 16,
+        "budget_b1": 4,
+        "budget_b2": 2,
+        "budget_total": 6,
+    },
+}
+
+
+class Workload(abc.ABC):
+    """A computation with a torch reference: the single source of truth for its semantics."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    params_type: ClassVar[type]  # a frozen attrs class; its defaults are the fixed profile
+    case_names: ClassVar[tuple[str, ...]] = ("default",)
+
+    def make_params(self, profile: str = "fixed", overrides: Mapping[str, Any] | None = None) -> Any:
+        """Resolve the parameters for a profile plus ``--set`` overrides (already typed)."""
+        fields = {f.name for f in attrs.fields(self.params_type)}
+        if profile not in PROFILES:
+            raise ParamError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
+        values = {k: v for k, v in PROFILES[profile].items() if k in fields}
+        values.update({k: v for k, v in (overrides or {}).items() if k in fields})
+        try:
+            return self.params_type(**values)
+        except (TypeError, ValueError) as exc:
+            raise ParamError(f"{self.name}: {exc}") from None
+
+    def cases(self, params: Any) -> list[Case]:
+        """Every named case of this workload at the given parameters."""
+        return [Case(self.name, case_name, params) for case_name in self.case_names]
+
+    @abc.abstractmethod
+    def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
+        """Fresh random inputs (never zeros) for one case, every value a tensor.
+
+        Generated on the CPU from ``seed`` and then moved, so the same seed gives the
+        same data on every device. Floating inputs take ``dtype``; index inputs stay
+        integer. Scalars are 0-d tensors so that a check can refresh them in place.
+        """
+
+    @abc.abstractmethod
+    def reference(self, case: Case, inputs: Inputs) -> Outputs:
+        """Compute the outputs in plain torch, in the dtype of the inputs given."""
+
+    @abc.abstractmethod
+    def work(self, case: Case) -> Work:
+        """Minimal bytes moved, FLOPs and throughput units of one call."""
+
+    def validate_inputs(self, case: Case, inputs: Inputs) -> None:  # noqa: B027 - optional hook
+        """Raise ``InputValidationError`` when inputs break the contract (checked once, untimed)."""
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Comparison bounds for outputs computed in ``dtype_name``."""
+        atol, rtol = DEFAULT_TOLERANCES[dtype_name]
+        return Tolerance(atol, rtol)
+
+
+@attrs.frozen
+class Prepared:
+    """What a backend built for one cell: a zero-argument callable to time.
+
+    ``fn`` returns the outputs as a dict keyed like the reference's outputs. When
+    the backend writes into buffers it allocated once, it lists them in
+    ``outputs`` so the runner can poison them before each check run.
+    """
+
+    fn: Callable[[], Outputs]
+    outputs: Outputs | None = None
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    timing_note: str = ""  # e.g. "interpreted: not comparable"
+    timing_method: str | None = None  # overrides the runner's method name when set
+
+
+class Backend(abc.ABC):
+    """One way of running workloads: an eager reference, a compiler, a kernel library..."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
+
+    @abc.abstractmethod
+    def probe(self, device: str) -> Availability:
+        """Say once whether this backend can run on ``device`` here, with an actionable reason."""
+
+    def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        """Say whether this backend implements one case in one dtype (default: yes)."""
+        return Support.yes()
+
+    @abc.abstractmethod
+    def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
+        """Build whatever is needed (compile, autotune, engine) and return the callable.
+
+        The callable must read ``inputs`` each call (the runner refreshes them in
+        place between checks) and must not synchronize the host.
+        """

@@ -1,0 +1,126 @@
+"""Expand a selection into the cells of one run: workload x case x backend x dtype on one device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from apex_core.correctness import DTYPES
+from apex_core.errors import UsageError
+from apex_core.params import parse_overrides
+from apex_core.registry import Registry
+from apex_core.results import Case
+from apex_core.timing import TimingOptions
+
+
+@attrs.frozen
+class PlannedCell:
+    """One cell to run (or to skip), before probing."""
+
+    case: Case
+    backend: str
+    dtype: str
+    device: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.id} {self.backend} {self.dtype} {self.device}"
+
+
+@attrs.frozen
+class Plan:
+    """A fully expanded run: its cells, in order, and the settings they share."""
+
+    cells: tuple[PlannedCell, ...]
+    backends: tuple[str, ...]
+    workloads: tuple[str, ...]
+    broken_workloads: tuple[str, ...]
+    device: str
+    dtypes: tuple[str, ...]
+    profile: str
+    overrides: dict[str, Any]
+    seed: int
+    timing: TimingOptions
+    timeout_s: float
+
+    def config(self) -> dict[str, Any]:
+        """The settings that make two runs comparable, for the report."""
+        return {
+            "backends": list(self.backends),
+            "workloads": list(self.workloads),
+            "device": self.device,
+            "dtypes": list(self.dtypes),
+            "profile": self.profile,
+            "overrides": dict(self.overrides),
+            "seed": self.seed,
+            "timeout_s": self.timeout_s,
+            "timing": attrs.asdict(self.timing),
+        }
+
+
+def _split_selector(selector: str) -> tuple[str, str | None]:
+    """``tileunpack:blend`` selects one case; a bare name selects every case."""
+    name, _, case = selector.partition(":")
+    return name.strip(), (case.strip() or None)
+
+
+def build_plan(
+    registry: Registry,
+    *,
+    workloads: Sequence[str] | None = None,
+    backends: Sequence[str] | None = None,
+    device: str = "cpu",
+    dtypes: Sequence[str] = ("fp32",),
+    profile: str = "fixed",
+    overrides: Sequence[str] | dict[str, Any] = (),
+    seed: int = 0,
+    timing: TimingOptions | None = None,
+    timeout_s: float = 600.0,
+) -> Plan:
+    """Resolve names, aliases, dtypes and parameters into cells; every mistake is a UsageError."""
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}; valid devices: cpu, cuda")
+    if timeout_s <= 0:
+        raise UsageError(f"timeout must be positive, got {timeout_s}")
+    backend_names = registry.select_backends(backends)
+    selectors = [_split_selector(s) for s in (workloads or [])]
+    workload_names = registry.select_workloads([name for name, _ in selectors] or None)
+    wanted_cases: dict[str, set[str]] = {}
+    for name, case in selectors:
+        if case:
+            wanted_cases.setdefault(name, set()).add(case)
+    live = [registry.workloads[n] for n in workload_names if n in registry.workloads]
+    typed = overrides if isinstance(overrides, dict) else parse_overrides(overrides, live)
+    cells: list[PlannedCell] = []
+    for workload in live:
+        params = workload.make_params(profile, typed)
+        cases = workload.cases(params)
+        wanted = wanted_cases.get(workload.name)
+        if wanted:
+            unknown = wanted - {c.name for c in cases}
+            if unknown:
+                raise UsageError(f"unknown case {sorted(unknown)[0]!r} of {workload.name}; valid "
+                                 f"cases: {', '.join(c.name for c in cases)}")
+            cases = [c for c in cases if c.name in wanted]
+        for case in cases:
+            for backend in backend_names:
+                for dtype in dtypes:
+                    cells.append(PlannedCell(case, backend, dtype, device))
+    return Plan(
+        cells=tuple(cells),
+        backends=tuple(backend_names),
+        workloads=tuple(workload_names),
+        broken_workloads=tuple(n for n in workload_names if n not in registry.workloads),
+        device=device,
+        dtypes=tuple(dtypes),
+        profile=profile,
+        overrides=dict(typed),
+        seed=seed,
+        timing=timing or TimingOptions(),
+        timeout_s=timeout_s,
+    )

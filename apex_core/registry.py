@@ -1,0 +1,171 @@
+"""Discover backends and workloads through entry points (the only module that imports stevedore).
+
+A plugin that fails to import or construct, or whose name clashes with another,
+becomes a ``PluginRow`` with status ``error`` and the reason; it never stops
+discovery and never disappears silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from apex_core.errors import UsageError
+from apex_core.interfaces import Backend, Workload
+from apex_core.results import PluginRow
+
+log = logging.getLogger(__name__)
+
+BACKEND_GROUP = "apex_bench.backends"
+WORKLOAD_GROUP = "apex_bench.workloads"
+
+# Names users type that stand for several backends; "all" is handled apart.
+BACKEND_ALIASES: dict[str, tuple[str, ...]] = {"trt": ("tensorrt-plugin", "tensorrt-engine")}
+ALL = "all"
+
+
+@attrs.frozen
+class FoundPlugin:
+    """One entry point as discovered: its loaded class or the reason it failed."""
+
+    name: str
+    source: str
+    plugin: Any = None
+    error: str = ""
+
+
+def _source_of(entry_point: Any) -> str:
+    dist = getattr(entry_point, "dist", None)
+    dist_name = getattr(dist, "name", None) if dist is not None else None
+    return f"{entry_point.value} ({dist_name})" if dist_name else str(entry_point.value)
+
+
+def load_entry_points(group: str) -> list[FoundPlugin]:
+    """Load every entry point of ``group`` with stevedore, keeping failures as rows."""
+    from stevedore import ExtensionManager
+
+    failures: list[FoundPlugin] = []
+
+    def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
+        failures.append(FoundPlugin(entry_point.name, _source_of(entry_point),
+                                    error=f"{type(exc).__name__}: {exc}"))
+        log.debug("plugin %s failed to load", entry_point.name, exc_info=exc)
+
+    # stevedore caches entry points per process; drop ours so a newly installed
+    # package is seen by a later discovery in the same process.
+    ExtensionManager.ENTRY_POINT_CACHE.pop(group, None)
+    manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    found = [FoundPlugin(ext.name, _source_of(ext.entry_point), ext.plugin)
+             for ext in manager.extensions]
+    return found + failures
+
+
+def _construct(found: FoundPlugin, base: type) -> tuple[Any, str]:
+    """Instantiate a loaded plugin class; returns (instance, error)."""
+    if found.error:
+        return None, found.error
+    try:
+        instance = found.plugin()
+    except Exception as exc:
+        return None, f"constructing {found.source} failed: {type(exc).__name__}: {exc}"
+    if not isinstance(instance, base):
+        return None, f"{found.source} is not a subclass of apex_core.interfaces.{base.__name__}"
+    # The entry-point name is what users type; keep the instance's name in step with it.
+    if getattr(instance, "name", None) != found.name:
+        try:
+            instance.name = found.name
+        except AttributeError:
+            pass
+    return instance, ""
+
+
+class Registry:
+    """Every discovered backend and workload, plus a row for each one that failed."""
+
+    def __init__(self, backends: dict[str, Backend], workloads: dict[str, Workload],
+                 broken: Sequence[PluginRow] = (), sources: dict[tuple[str, str], str] | None = None):
+        self.backends = dict(backends)
+        self.workloads = dict(workloads)
+        self.broken = tuple(broken)
+        self.sources = dict(sources or {})
+
+    @classmethod
+    def discover(cls, loader: Any = load_entry_points) -> Registry:
+        """Load both entry-point groups; ``loader`` is replaceable for tests."""
+        backends, b_broken, b_src = _collect(loader(BACKEND_GROUP), Backend, "backend")
+        workloads, w_broken, w_src = _collect(loader(WORKLOAD_GROUP), Workload, "workload")
+        return cls(backends, workloads, b_broken + w_broken, {**b_src, **w_src})
+
+    @classmethod
+    def from_objects(cls, backends: Iterable[Backend], workloads: Iterable[Workload]) -> Registry:
+        """A registry of in-memory objects, for library users who skip entry points."""
+        return cls({b.name: b for b in backends}, {w.name: w for w in workloads})
+
+    def broken_names(self, group: str) -> list[str]:
+        return [row.name for row in self.broken if row.group == group]
+
+    def backend_names(self) -> list[str]:
+        return sorted({*self.backends, *self.broken_names("backend")})
+
+    def workload_names(self) -> list[str]:
+        return sorted({*self.workloads, *self.broken_names("workload")})
+
+    def broken_row(self, group: str, name: str) -> PluginRow | None:
+        return next((r for r in self.broken if r.group == group and r.name == name), None)
+
+    def select_backends(self, requested: Sequence[str] | None) -> list[str]:
+        """Expand names and aliases in order, without repeats; unknown names are a usage error."""
+        known = self.backend_names()
+        aliases = {**BACKEND_ALIASES, ALL: tuple(known)}
+        return _expand(requested, known, aliases, "backend")
+
+    def select_workloads(self, requested: Sequence[str] | None) -> list[str]:
+        known = self.workload_names()
+        return _expand(requested, known, {ALL: tuple(known)}, "workload")
+
+
+def _collect(found: list[FoundPlugin], base: type, group: str):
+    """Sort loaded plugins into instances and error rows; clashing names are errors."""
+    by_name: dict[str, list[FoundPlugin]] = {}
+    for item in found:
+        by_name.setdefault(item.name, []).append(item)
+    instances: dict[str, Any] = {}
+    broken: list[PluginRow] = []
+    sources: dict[tuple[str, str], str] = {}
+    for name, items in sorted(by_name.items()):
+        if len(items) > 1:
+            both = " and ".join(i.source for i in items)
+            broken.append(PluginRow(group, name, both, "error",
+                                    f"duplicate {group} name {name!r} registered by {both}"))
+            continue
+        instance, error = _construct(items[0], base)
+        sources[(group, name)] = items[0].source
+        if error:
+            broken.append(PluginRow(group, name, items[0].source, "error", error))
+        else:
+            instances[name] = instance
+    return instances, broken, sources
+
+
+def _expand(requested: Sequence[str] | None, known: list[str],
+            aliases: dict[str, tuple[str, ...]], kind: str) -> list[str]:
+    if not requested:
+        return list(known)
+    selected: list[str] = []
+    for raw in requested:
+        name = raw.strip()
+        if not name:
+            continue
+        members = aliases.get(name, (name,))
+        for member in members:
+            if member not in known:
+                valid = ", ".join([*known, *sorted(aliases)])
+                raise UsageError(f"unknown {kind} {member!r}; valid {kind}s: {valid}")
+            if member not in selected:
+                selected.append(member)
+    if not selected:
+        raise UsageError(f"no {kind} selected")
+    return selected

@@ -1,0 +1,1 @@
+"""Report writers: the JSON report (with its schema) and the Markdown summary."""

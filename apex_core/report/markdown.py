@@ -1,0 +1,105 @@
+"""The Markdown summary a person reads in a pull request.
+
+One row per workload, case and dtype; one column per backend with p50 / p95 in
+ms and the speed-up against torch-reference; cells that did not produce a time
+show their status with a numbered note giving the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from apex_core.results import CellResult, Report, Status
+
+REFERENCE_BACKEND = "torch-reference"
+
+
+def _fmt_ms(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+class _Notes:
+    """Numbered reasons, shared by identical texts so a table stays compact."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def ref(self, text: str) -> int:
+        if text not in self.texts:
+            self.texts.append(text)
+        return self.texts.index(text) + 1
+
+
+def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _Notes) -> str:
+    if cell is None:
+        return "–"
+    if cell.status == Status.OK and cell.timing is not None:
+        stats = cell.timing.stats
+        text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}"
+        if cell.backend != REFERENCE_BACKEND and reference is not None and reference.timing:
+            text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
+        if cell.timing.note:
+            text += f" [{notes.ref(cell.timing.note)}]"
+        return text
+    label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
+    return f"{label} [{notes.ref(cell.reason or str(cell.status))}]"
+
+
+def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
+    keys: list[tuple[str, str, str]] = []
+    for cell in cells:
+        key = (cell.workload, cell.case, cell.dtype)
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def render_markdown(report: Report) -> str:
+    """The summary table, the timing method line, and the notes."""
+    backends: list[str] = []
+    for cell in report.cells:
+        if cell.backend not in backends:
+            backends.append(cell.backend)
+    by_key = {(c.workload, c.case, c.dtype, c.backend): c for c in report.cells}
+    notes = _Notes()
+    env = report.environment
+    hardware = env.get("gpu") or env.get("cpu") or "unknown hardware"
+    counts = ", ".join(f"{s}: {n}" for s, n in _status_counts(report.cells))
+    lines = [
+        f"# {report.suite} ({report.status})",
+        "",
+        f"{report.timestamp_utc} on {hardware} ({env.get('device')}), torch {env.get('torch')}, "
+        f"profile {report.config.get('profile')}. Cells: {counts or 'none'}.",
+        "",
+        "p50 / p95 in ms; (Nx) is the speed-up of the p50 against torch-reference.",
+        "",
+        "| workload | case | dtype | " + " | ".join(backends) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in backends) + " |",
+    ]
+    for workload, case, dtype in _row_keys(report.cells):
+        reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
+        texts = [_cell_text(by_key.get((workload, case, dtype, b)), reference, notes) for b in backends]
+        lines.append(f"| {workload} | {case} | {dtype} | " + " | ".join(texts) + " |")
+    methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"
+                      for c in report.cells if c.timing is not None})
+    if methods:
+        lines += ["", "Timing: " + "; ".join(methods) + "."]
+    broken = [r for r in report.plugins]
+    if broken:
+        lines += ["", "Plugins that failed to load:", ""]
+        lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in broken]
+    if notes.texts:
+        lines += ["", "Notes:", ""]
+        lines += [f"{i}. {_escape(text)}" for i, text in enumerate(notes.texts, start=1)]
+    return "\n".join(lines) + "\n"
+
+
+def _status_counts(cells: Iterable[CellResult]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for cell in cells:
+        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
+    return sorted(counts.items())

@@ -1,0 +1,143 @@
+"""Turn result objects into JSON-ready dicts (serialization lives here, not on the classes)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from apex_core.environment import environment_key
+from apex_core.results import Accuracy, CellResult, Report, Stats
+
+SCHEMA_VERSION = 1
+
+_THROUGHPUT_FIELDS = {
+    "tiles": "tiles_per_s",
+    "tokens": "tokens_per_s",
+    "elements": "elements_per_s",
+    "frames": "frames_per_s",
+}
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or Infinity; a non-finite number is written as null."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """Backend metadata made JSON-safe: non-finite floats to null, unknown objects to text."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def stats_record(stats: Stats) -> dict[str, Any]:
+    return {
+        "n": stats.n,
+        "mean_ms": stats.mean,
+        "std_ms": stats.std,
+        "min_ms": stats.min,
+        "max_ms": stats.max,
+        "p50_ms": stats.p50,
+        "p90_ms": stats.p90,
+        "p95_ms": stats.p95,
+        "p99_ms": stats.p99,
+        "cv": stats.cv,
+    }
+
+
+def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
+    return {
+        "stage": accuracy.stage,
+        "passed": accuracy.passed,
+        "atol": accuracy.atol,
+        "rtol": accuracy.rtol,
+        "max_mismatch_ratio": accuracy.max_mismatch_ratio,
+        "message": accuracy.message,
+        "outputs": [
+            {
+                "name": o.name,
+                "max_abs_error": _finite(o.max_abs_error),
+                "max_rel_error": _finite(o.max_rel_error),
+                "mismatches": o.mismatches,
+                "elements": o.elements,
+                "nonfinite_mismatches": o.nonfinite_mismatches,
+            }
+            for o in accuracy.outputs
+        ],
+    }
+
+
+def cell_record(cell: CellResult) -> dict[str, Any]:
+    """One entry of the report's ``benchmarks`` list."""
+    record: dict[str, Any] = {
+        "name": cell.key,
+        "workload": cell.workload,
+        "case": cell.case,
+        "params": dict(cell.params),
+        "backend": cell.backend,
+        "dtype": cell.dtype,
+        "device": cell.device,
+        "status": str(cell.status),
+        "skip_kind": str(cell.skip_kind) if cell.skip_kind else None,
+        "reason": cell.reason,
+        "timing_method": None,
+        "stats": None,
+        "samples_ms": [],
+        "build_time_s": cell.build_time_s,
+        "peak_memory_mb": cell.peak_memory_mb,
+        "input_memory_mb": cell.input_memory_mb,
+        "wall_time_s": cell.wall_time_s,
+        "accuracy": [accuracy_record(a) for a in cell.accuracy],
+        "metadata": json_safe(cell.metadata),
+    }
+    if cell.timing is not None:
+        record.update(
+            timing_method=cell.timing.method,
+            cache=cell.timing.cache,
+            stop_reason=cell.timing.stop_reason,
+            timing_note=cell.timing.note,
+            stats=stats_record(cell.timing.stats),
+            samples_ms=list(cell.timing.samples_ms),
+        )
+    if cell.derived is not None:
+        d = cell.derived
+        record.update(
+            {
+                "units": d.units,
+                _THROUGHPUT_FIELDS[d.units]: d.units_per_s,
+                "gbps": d.gbps,
+                "tflops": d.tflops,
+                "bytes_moved": d.bytes_moved,
+                "flops": d.flops,
+            }
+        )
+    return record
+
+
+def report_record(report: Report) -> dict[str, Any]:
+    """The whole JSON report, ``schema_version`` 1 (see ``report.schema.json``)."""
+    counts = Counter(str(c.status) for c in report.cells)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "suite": report.suite,
+        "timestamp_utc": report.timestamp_utc,
+        "environment": report.environment,
+        "environment_key": environment_key(report.environment, report.config),
+        "config": report.config,
+        "status": report.status,
+        "summary": {"cells": len(report.cells), **dict(sorted(counts.items()))},
+        "benchmarks": [cell_record(c) for c in report.cells],
+        "plugins": [attrs.asdict(row) for row in report.plugins],
+        "triton_autotune": report.triton_autotune,
+    }

@@ -1,0 +1,78 @@
+"""Write reports atomically, so an interrupted or killed run leaves a valid file behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from apex_core.errors import UsageError
+from apex_core.report.markdown import render_markdown
+from apex_core.report.records import report_record
+from apex_core.results import Report
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, flush it to disk, then rename over ``path``."""
+    path = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """Fail before any work starts when ``path`` cannot be written (missing or read-only folder)."""
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: folder {folder} does not exist")
+    if Path(path).is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, expected a file path")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".apex-bench-write-check.", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: folder {folder} is not writable ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+@cache
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema every report validates against (shipped in the package)."""
+    text = resources.files("apex_core.report").joinpath("report.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def validate_report(record: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` when a report record breaks the schema."""
+    import jsonschema
+
+    jsonschema.validate(record, report_schema())
+
+
+def report_json(report: Report) -> str:
+    return json.dumps(report_record(report), indent=2, default=str, allow_nan=False)
+
+
+class ReportWriter:
+    """Rewrites the JSON report (and the Markdown summary) after every finished cell."""
+
+    def __init__(self, json_path: Path | None, markdown_path: Path | None) -> None:
+        self.json_path = json_path
+        self.markdown_path = markdown_path
+
+    def write(self, report: Report) -> None:
+        if self.json_path is not None:
+            atomic_write_text(self.json_path, report_json(report) + "\n")
+        if self.markdown_path is not None:
+            atomic_write_text(self.markdown_path, render_markdown(report))

@@ -1,0 +1,246 @@
+"""Immutable result and description values shared by the core, backends and reports.
+
+Every class here is a frozen attrs class. Serialization to JSON lives in
+``apex_core.report.records``, not on the classes.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+
+class Status(enum.StrEnum):
+    """What happened to one cell of the workload x backend cross-product."""
+
+    OK = "ok"
+    SKIPPED = "skipped"
+    INCORRECT = "incorrect"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+
+class SkipKind(enum.StrEnum):
+    """Why a cell was skipped: the backend cannot run here, or does not implement the case."""
+
+    UNAVAILABLE = "unavailable"
+    UNSUPPORTED = "unsupported"
+
+
+# Statuses that make a run fail (exit code 1) when they appear in requested cells.
+FAILING_STATUSES = frozenset({Status.INCORRECT, Status.ERROR, Status.TIMEOUT, Status.CRASHED})
+
+
+@attrs.frozen
+class Availability:
+    """Whether a backend can run on a device here, and if not, a reason a person can act on."""
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def yes(cls) -> Availability:
+        return cls(True, "")
+
+    @classmethod
+    def no(cls, reason: str) -> Availability:
+        return cls(False, reason)
+
+
+@attrs.frozen
+class Support:
+    """Whether a backend implements one workload case in one dtype."""
+
+    ok: bool
+    reason: str = ""
+
+    @classmethod
+    def yes(cls) -> Support:
+        return cls(True, "")
+
+    @classmethod
+    def no(cls, reason: str) -> Support:
+        return cls(False, reason)
+
+
+@attrs.frozen
+class Case:
+    """One named case of a workload with its fully resolved parameters."""
+
+    workload: str
+    name: str
+    params: Any  # the workload's frozen attrs parameter instance
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}/{self.name}"
+
+    def params_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self.params)
+
+
+@attrs.frozen
+class Work:
+    """The minimal work one call does: bytes moved, FLOPs, and throughput units."""
+
+    bytes_moved: int
+    flops: int
+    units: str  # tiles, tokens, elements, frames
+    count: int  # units processed per call
+
+    def __attrs_post_init__(self) -> None:
+        if self.units not in ("tiles", "tokens", "elements", "frames"):
+            raise ValueError(f"unknown throughput unit {self.units!r}")
+
+
+@attrs.frozen
+class Tolerance:
+    """Comparison bounds: a mismatch is ``|out - ref| > atol + rtol * |ref|``."""
+
+    atol: float
+    rtol: float
+    max_mismatch_ratio: float = 0.0
+    reason: str = ""  # why a workload widened the default, if it did
+
+
+@attrs.frozen
+class OutputAccuracy:
+    """Comparison of one output tensor against the reference."""
+
+    name: str
+    max_abs_error: float
+    max_rel_error: float
+    mismatches: int
+    elements: int
+    nonfinite_mismatches: int  # NaN/Inf where the reference is finite (or the reverse)
+
+    @property
+    def mismatch_ratio(self) -> float:
+        return self.mismatches / self.elements if self.elements else 0.0
+
+
+@attrs.frozen
+class Accuracy:
+    """The correctness verdict of one check run."""
+
+    passed: bool
+    atol: float
+    rtol: float
+    max_mismatch_ratio: float
+    outputs: tuple[OutputAccuracy, ...]
+    stage: str  # "before-timing" or "after-timing"
+    message: str = ""
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for o in self.outputs), default=0.0)
+
+
+@attrs.frozen
+class Stats:
+    """Summary statistics of a list of timing samples, in milliseconds.
+
+    Percentiles use linear interpolation between closest ranks (the method numpy
+    calls "linear", Hyndman & Fan type 7) everywhere in apex-bench.
+    """
+
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    cv: float  # std / mean
+
+    @classmethod
+    def from_samples(cls, samples_ms: tuple[float, ...] | list[float]) -> Stats:
+        from apex_core.stats import summarize
+
+        return summarize(samples_ms)
+
+
+@attrs.frozen
+class Timing:
+    """How a cell was measured and what came out of it."""
+
+    method: str  # e.g. "cuda_event", "cuda_graph", "cpu_perf_counter", "triton_interpreter"
+    cache: str  # "cold" or "warm" (CPU: "n/a")
+    samples_ms: tuple[float, ...]
+    stats: Stats
+    stop_reason: str  # "noise", "converged", "time_cap", "sample_cap"
+    note: str = ""
+
+
+@attrs.frozen
+class Derived:
+    """Rates derived from the median time and the workload's work counts."""
+
+    units: str
+    units_per_s: float
+    gbps: float
+    tflops: float
+    bytes_moved: int
+    flops: int
+
+
+@attrs.frozen
+class CellResult:
+    """Everything recorded for one cell: workload x case x backend x dtype x device."""
+
+    workload: str
+    case: str
+    backend: str
+    dtype: str
+    device: str
+    status: Status
+    params: dict[str, Any] = attrs.field(factory=dict)
+    reason: str = ""
+    skip_kind: SkipKind | None = None
+    timing: Timing | None = None
+    derived: Derived | None = None
+    accuracy: tuple[Accuracy, ...] = ()
+    build_time_s: float | None = None
+    peak_memory_mb: float | None = None
+    input_memory_mb: float | None = None
+    metadata: dict[str, Any] = attrs.field(factory=dict)
+    wall_time_s: float | None = None
+    log: str = ""  # traceback or worker output; goes to the log file, not the report
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}/{self.case}/{self.backend}/{self.dtype}/{self.device}"
+
+
+@attrs.frozen
+class PluginRow:
+    """One discovered plugin (backend or workload) as ``--list`` shows it."""
+
+    group: str  # "backend" or "workload"
+    name: str
+    source: str  # entry point value and the distribution that provides it
+    status: str  # "ok", "unavailable", "error"
+    reason: str = ""
+    description: str = ""
+
+
+@attrs.frozen
+class Report:
+    """A whole run: environment, configuration and every cell, in plan order."""
+
+    suite: str
+    timestamp_utc: str
+    environment: dict[str, Any]
+    config: dict[str, Any]
+    status: str  # "running", "complete", "interrupted"
+    cells: tuple[CellResult, ...]
+    plugins: tuple[PluginRow, ...] = ()
+    triton_autotune: dict[str, Any] = attrs.field(factory=dict)
+
+    def by_status(self, status: Status) -> tuple[CellResult, ...]:
+        return tuple(c for c in self.cells if c.status == status)

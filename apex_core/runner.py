@@ -1,0 +1,141 @@
+"""Run a plan: probe each backend once, skip what cannot run, execute the rest, record each cell."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from apex_core.cell import CellSpec, execute_cell
+from apex_core.environment import capture_environment
+from apex_core.plan import Plan, PlannedCell
+from apex_core.registry import Registry
+from apex_core.report.autotune import summarize_autotune
+from apex_core.results import Availability, CellResult, Report, SkipKind, Status
+from apex_core.workers import WorkerPool
+
+log = logging.getLogger(__name__)
+
+CellCallback = Callable[[int, int, PlannedCell, CellResult | None], None]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Probes:
+    """Each backend's availability per device, asked once per run."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.cache: dict[tuple[str, str], Availability] = {}
+
+    def availability(self, backend_name: str, device: str) -> Availability:
+        key = (backend_name, device)
+        if key not in self.cache:
+            backend = self.registry.backends[backend_name]
+            if device not in backend.devices:
+                self.cache[key] = Availability.no(
+                    f"{backend_name} runs on {', '.join(sorted(backend.devices))}, not {device}")
+            else:
+                try:
+                    self.cache[key] = backend.probe(device)
+                except Exception as exc:
+                    self.cache[key] = Availability.no(f"probe raised {type(exc).__name__}: {exc}")
+        return self.cache[key]
+
+
+def _planned_result(cell: PlannedCell, status: Status, reason: str,
+                    kind: SkipKind | None = None) -> CellResult:
+    return CellResult(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
+                      status, params=cell.case.params_dict(), reason=reason, skip_kind=kind)
+
+
+def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probes) -> CellResult | None:
+    """The result of a cell that will not run (broken plugin, unavailable, unsupported), or None."""
+    for group, name in (("workload", cell.case.workload), ("backend", cell.backend)):
+        row = registry.broken_row(group, name)
+        if row is not None:
+            return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
+    availability = probes.availability(cell.backend, cell.device)
+    if not availability.ok:
+        return _planned_result(cell, Status.SKIPPED, availability.reason, SkipKind.UNAVAILABLE)
+    backend = registry.backends[cell.backend]
+    workload = registry.workloads[cell.case.workload]
+    try:
+        support = backend.supports(workload, cell.case, cell.dtype)
+    except Exception as exc:
+        return _planned_result(cell, Status.ERROR, f"supports() raised {type(exc).__name__}: {exc}")
+    if not support.ok:
+        return _planned_result(cell, Status.SKIPPED, support.reason, SkipKind.UNSUPPORTED)
+    return None
+
+
+def _spec(plan: Plan, cell: PlannedCell) -> CellSpec:
+    return CellSpec(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
+                    cell.case.params_dict(), plan.seed, plan.timing)
+
+
+def run_plan(
+    plan: Plan,
+    registry: Registry,
+    *,
+    isolation: str = "process",
+    suite: str = "apex-bench",
+    environment: dict[str, Any] | None = None,
+    on_cell: CellCallback | None = None,
+) -> Report:
+    """Run every cell of ``plan`` and return the immutable report.
+
+    ``isolation="process"`` runs cells in a replaceable worker process (crashes and
+    hangs are recorded, the run goes on); ``"inline"`` runs them in this process,
+    which is faster and works with registries of in-memory objects.
+    ``on_cell(index, total, cell, result)`` is called with ``result=None`` before a
+    cell starts and with its result once it is done.
+    """
+    if isolation not in ("process", "inline"):
+        raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
+    timestamp = utc_now()
+    env = environment if environment is not None else capture_environment(plan.device)
+    probes = _Probes(registry)
+    pool = WorkerPool() if isolation == "process" else None
+    results: list[CellResult] = []
+    status = "interrupted"
+    try:
+        for index, cell in enumerate(plan.cells):
+            if on_cell:
+                on_cell(index, len(plan.cells), cell, None)
+            result = decide_without_running(cell, registry, probes)
+            if result is None:
+                result = _execute(plan, cell, registry, pool)
+            if result.log:
+                log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
+            results.append(result)
+            if on_cell:
+                on_cell(index, len(plan.cells), cell, result)
+        status = "complete"
+    finally:
+        if pool is not None:
+            pool.close()
+    return Report(
+        suite=suite,
+        timestamp_utc=timestamp,
+        environment=env,
+        config=plan.config(),
+        status=status,
+        cells=tuple(results),
+        plugins=registry.broken,
+        triton_autotune=summarize_autotune(results),
+    )
+
+
+def _execute(plan: Plan, cell: PlannedCell, registry: Registry, pool: WorkerPool | None) -> CellResult:
+    spec = _spec(plan, cell)
+    if pool is not None:
+        return pool.run(spec, plan.timeout_s)
+    started = time.perf_counter()
+    result = execute_cell(registry.workloads[cell.case.workload], registry.backends[cell.backend], spec)
+    log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)
+    return result

@@ -1,0 +1,200 @@
+"""Helpers shared by the built-in workloads: parameter checks, the tile grid, inputs, index checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from apex_core.errors import InputValidationError
+
+# work() counts bytes at the default dtype (fp16) for data tensors, whatever dtype a cell runs.
+DATA_BYTES = 2
+INDEX_BYTES = 4  # int32 indices, origins, levels
+FP32_BYTES = 4  # per-channel parameters, scalars and states that are always float32
+
+
+# --- parameters -------------------------------------------------------------------------
+
+
+def _check_positive_int(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    # bool is an int subclass; "--set kmax=true" must not pass as 1
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
+
+
+def positive_int(default: int) -> Any:
+    """An attrs field holding a positive int, validated on construction."""
+    return attrs.field(default=default, validator=_check_positive_int)
+
+
+def check_tile_grid(height: int, width: int, tile_size: int) -> None:
+    """Raise ``ValueError`` unless the tile size divides both image sides."""
+    for side, value in (("height", height), ("width", width)):
+        if value % tile_size:
+            raise ValueError(f"{side} {value} is not divisible by tile_size {tile_size}")
+
+
+def check_fraction(name: str, value: float, *, high_open: bool = True) -> None:
+    """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (or [0, 1])."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value
+    ok = ok and (value < 1.0 if high_open else value <= 1.0)
+    if not ok:
+        bound = "[0, 1)" if high_open else "[0, 1]"
+        raise ValueError(f"{name} {value!r} is not in {bound}")
+
+
+def check_choice(name: str, value: Any, choices: Collection[str]) -> None:
+    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+# --- the tile grid ----------------------------------------------------------------------
+
+
+def num_tiles(height: int, width: int, tile_size: int) -> int:
+    """Number of tiles in the row-major (H/t) x (W/t) grid."""
+    return (height // tile_size) * (width // tile_size)
+
+
+def tile_origin(tile_id: int, width: int, tile_size: int) -> tuple[int, int]:
+    """Top-left corner ``(y, x)`` of tile ``tile_id`` in the row-major grid."""
+    per_row = width // tile_size
+    return tile_id // per_row * tile_size, tile_id % per_row * tile_size
+
+
+def tile_origins(idx: torch.Tensor, width: int, tile_size: int) -> torch.Tensor:
+    """Origins ``[..., 2]`` (y, x) of the tile ids in ``idx``, in the dtype of ``idx``."""
+    per_row = width // tile_size
+    return torch.stack((idx // per_row * tile_size, idx % per_row * tile_size), dim=-1)
+
+
+def tile_pixel_index(
+    origins: torch.Tensor, channels: int, tile_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Index tensors (batch, channel, row, col) that broadcast to ``[B, K, C, t, t]``.
+
+    Indexing an NCHW tensor with them reads every pixel of every tile whose top-left
+    corner is in ``origins [B, K, 2]``; assigning through them writes the tiles back.
+    """
+    device = origins.device
+    origins = origins.long()
+    offsets = torch.arange(tile_size, device=device)
+    rows = (origins[..., 0, None] + offsets)[:, :, None, :, None]
+    cols = (origins[..., 1, None] + offsets)[:, :, None, None, :]
+    batch = torch.arange(origins.shape[0], device=device)[:, None, None, None, None]
+    chan = torch.arange(channels, device=device)[None, None, :, None, None]
+    return batch, chan, rows, cols
+
+
+# --- seeded inputs ----------------------------------------------------------------------
+
+
+class SeededRandom:
+    """Draws reproducible CPU tensors from one seed; ``place`` moves them to the device.
+
+    Drawing on the CPU makes the same seed give the same data on every device.
+    Floating draws are float32, integer draws int32.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def uniform(self, shape: Sequence[int], low: float = 0.0, high: float = 1.0) -> torch.Tensor:
+        """Uniform float32 values in [low, high)."""
+        return torch.rand(tuple(shape), generator=self.generator) * (high - low) + low
+
+    def normal(self, shape: Sequence[int]) -> torch.Tensor:
+        """Standard normal float32 values."""
+        return torch.randn(tuple(shape), generator=self.generator)
+
+    def integers(self, shape: Sequence[int], low: int, high: int) -> torch.Tensor:
+        """Uniform int32 values in [low, high), drawn with replacement."""
+        return torch.randint(low, high, tuple(shape), generator=self.generator, dtype=torch.int32)
+
+    def unique_integers(self, rows: int, count: int, high: int) -> torch.Tensor:
+        """``[rows, count]`` int32 values from [0, high), distinct within each row."""
+        if count > high:
+            raise ValueError(f"cannot draw {count} distinct values from [0, {high})")
+        keys = torch.rand((rows, high), generator=self.generator)
+        return keys.argsort(dim=1)[:, :count].to(torch.int32)
+
+    def inject_nonfinite(self, values: torch.Tensor, fraction: float) -> torch.Tensor:
+        """A copy of ``values`` with NaN, +Inf and -Inf (in turn) at ``fraction`` of positions.
+
+        At least one of each kind is placed when ``fraction > 0`` and there is room, so
+        small smoke inputs still exercise the sanitizing paths.
+        """
+        out = values.clone()
+        numel = out.numel()
+        count = min(numel, max(3, math.ceil(fraction * numel))) if fraction > 0 else 0
+        if count == 0:
+            return out
+        positions = torch.randperm(numel, generator=self.generator)[:count]
+        specials = torch.tensor([math.nan, math.inf, -math.inf], dtype=out.dtype)
+        out.view(-1)[positions] = specials[torch.arange(count) % 3]
+        return out
+
+
+def place(
+    inputs: Mapping[str, torch.Tensor],
+    device: str | torch.device,
+    dtype: torch.dtype,
+    data: Collection[str],
+) -> dict[str, torch.Tensor]:
+    """Move CPU inputs to ``device``: names in ``data`` take ``dtype``, the rest keep theirs."""
+    return {
+        name: t.to(device=device, dtype=dtype if name in data else t.dtype).contiguous()
+        for name, t in inputs.items()
+    }
+
+
+# --- input validation (untimed) ---------------------------------------------------------
+
+
+def _first_position(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in mask.nonzero()[0])
+
+
+def check_shape(name: str, tensor: torch.Tensor, shape: Sequence[int]) -> None:
+    """Raise ``InputValidationError`` unless ``tensor`` has exactly ``shape``."""
+    if tuple(tensor.shape) != tuple(shape):
+        raise InputValidationError(f"{name} has shape {list(tensor.shape)}, expected {list(shape)}")
+
+
+def check_int_range(name: str, values: torch.Tensor, low: int, high: int) -> None:
+    """Raise ``InputValidationError`` unless every value lies in [low, high)."""
+    if values.is_floating_point() or values.is_complex():
+        raise InputValidationError(f"{name} must be an integer tensor, got {values.dtype}")
+    bad = (values < low) | (values >= high)
+    if bool(bad.any()):
+        pos = _first_position(bad)
+        raise InputValidationError(
+            f"{name} value {int(values[pos])} at {list(pos)} is out of range [{low}, {high})"
+        )
+
+
+def check_real_range(name: str, values: torch.Tensor, low: float, high: float) -> None:
+    """Raise ``InputValidationError`` unless every value is finite and in [low, high]."""
+    bad = ~((values >= low) & (values <= high))  # NaN compares false, so it is caught too
+    if bool(bad.any()):
+        pos = _first_position(bad) if values.dim() else ()
+        where = f" at {list(pos)}" if pos else ""
+        raise InputValidationError(
+            f"{name} value {float(values[pos])}{where} is out of range [{low}, {high}]"
+        )
+
+
+def check_unique_rows(name: str, values: torch.Tensor) -> None:
+    """Raise ``InputValidationError`` if a row of the 2-D ``values`` repeats an entry."""
+    ordered, _ = values.sort(dim=1)
+    repeats = ordered[:, 1:] == ordered[:, :-1]
+    if bool(repeats.any()):
+        row, col = _first_position(repeats)
+        raise InputValidationError(
+            f"{name} repeats value {int(ordered[row, col])} in row {row}; indices must be unique"
+        )

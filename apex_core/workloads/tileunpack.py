@@ -1,0 +1,195 @@
+"""tileunpack: write packed tiles back into a copy of a base map, by priority."""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.results import Case, Work
+from apex_core.workloads.common import (
+    DATA_BYTES,
+    FP32_BYTES,
+    INDEX_BYTES,
+    SeededRandom,
+    check_int_range,
+    check_real_range,
+    check_shape,
+    check_tile_grid,
+    num_tiles,
+    place,
+    positive_int,
+    tile_origins,
+    tile_pixel_index,
+)
+
+__all__ = ["NUM_LEVELS", "TileUnpack", "TileUnpackParams", "tile_origins", "tileunpack"]
+
+NUM_LEVELS = 4  # levels are drawn from [0, NUM_LEVELS); with K > NUM_LEVELS ties are certain
+MODES = ("override", "blend")
+
+
+def _priority(levels: torch.Tensor) -> torch.Tensor:
+    """Priority key ``level * K + k`` (int64): higher level wins, ties go to the later k."""
+    k = levels.shape[1]
+    return levels.long() * k + torch.arange(k, device=levels.device)
+
+
+def _override(
+    base: torch.Tensor, packed: torch.Tensor, origins: torch.Tensor, levels: torch.Tensor
+) -> torch.Tensor:
+    """Every covered pixel takes the value of its highest-priority tile."""
+    b, c, h, w = base.shape
+    k, t = packed.shape[1], packed.shape[-1]
+    _, _, rows, cols = tile_pixel_index(origins, 1, t)
+    pixels = (rows * w + cols).reshape(b, k * t * t)
+    keys = _priority(levels)[:, :, None, None, None].expand(b, k, 1, t, t).reshape(b, -1)
+    # per-pixel winner by a scatter-max of the priority keys; -1 marks uncovered pixels
+    winner = torch.full((b, h * w), -1, dtype=torch.long, device=base.device)
+    winner = winner.scatter_reduce(1, pixels, keys, reduce="amax", include_self=True)
+    win_k = winner.clamp_min(0) % k
+    flat = torch.arange(h * w, device=base.device)
+    # clamping keeps uncovered pixels' (unused) reads in bounds
+    dy = (flat // w - origins[..., 0].long().gather(1, win_k)).clamp(0, t - 1)
+    dx = (flat % w - origins[..., 1].long().gather(1, win_k)).clamp(0, t - 1)
+    bi = torch.arange(b, device=base.device)[:, None, None]
+    ci = torch.arange(c, device=base.device)[None, :, None]
+    values = packed[bi, win_k[:, None], ci, dy[:, None], dx[:, None]]  # [B, C, H*W]
+    out = torch.where((winner >= 0)[:, None], values, base.reshape(b, c, h * w))
+    return out.reshape(b, c, h, w)
+
+
+def _blend(
+    base: torch.Tensor,
+    packed: torch.Tensor,
+    origins: torch.Tensor,
+    levels: torch.Tensor,
+    alpha: float | torch.Tensor,
+) -> torch.Tensor:
+    """Apply tiles in ascending priority: ``out = (1 - alpha) * out + alpha * P[k]``."""
+    b, c = base.shape[:2]
+    k, t = packed.shape[1], packed.shape[-1]
+    order = _priority(levels).argsort(dim=1)
+    bi, ci, rows, cols = tile_pixel_index(origins, c, t)
+    batch = torch.arange(b, device=base.device)
+    out = base.clone()
+    # overlapping tiles compose, so the K steps are sequential; each is vectorized
+    for step in range(k):
+        kk = order[:, step]
+        index = (bi[:, 0], ci[:, 0], rows[batch, kk], cols[batch, kk])  # -> [B, C, t, t]
+        out[index] = (1 - alpha) * out[index] + alpha * packed[batch, kk]
+    return out
+
+
+def tileunpack(
+    base: torch.Tensor,
+    packed: torch.Tensor,
+    origins: torch.Tensor,
+    levels: torch.Tensor,
+    mode: str,
+    alpha: float | torch.Tensor = 0.5,
+) -> torch.Tensor:
+    """Unpack ``packed [B, K, C, t, t]`` into a copy of ``base [B, C, H, W]``.
+
+    ``origins [B, K, 2]`` are each tile's top-left (y, x), aligned or not; ``levels
+    [B, K]`` are non-negative integers. Higher level wins, ties go to the later k.
+    ``mode`` is ``override`` (covered pixels take the winning tile) or ``blend``
+    (tiles composed in ascending priority with weight ``alpha``).
+    """
+    if mode == "override":
+        return _override(base, packed, origins, levels)
+    if mode == "blend":
+        return _blend(base, packed, origins, levels, alpha)
+    raise ValueError(f"unknown tileunpack mode {mode!r}; choose from {', '.join(MODES)}")
+
+
+@attrs.frozen(kw_only=True)
+class TileUnpackParams:
+    """Parameters of tileunpack; the defaults are the fixed profile (alpha is an input)."""
+
+    batch: int = positive_int(1)
+    channels: int = positive_int(128)
+    height: int = positive_int(128)
+    width: int = positive_int(128)
+    tile_size: int = positive_int(8)
+    kmax: int = positive_int(32)
+
+    def __attrs_post_init__(self) -> None:
+        check_tile_grid(self.height, self.width, self.tile_size)
+
+
+class TileUnpack(Workload):
+    """Unpack K tiles per image into a copy of the base map (override, blend, overlap)."""
+
+    name = "tileunpack"
+    description = "write K packed tiles into a copy of an NCHW map by level priority (override/blend)"
+    params_type = TileUnpackParams
+    case_names = ("override", "blend", "overlap")
+
+    def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
+        """Aligned origins (duplicates forced) or, for overlap, arbitrary ones; tied levels."""
+        p: TileUnpackParams = case.params
+        rng = SeededRandom(seed)
+        b, k, t = p.batch, p.kmax, p.tile_size
+        base = rng.normal((b, p.channels, p.height, p.width))
+        packed = rng.normal((b, k, p.channels, t, t))
+        levels = rng.integers((b, k), 0, NUM_LEVELS)
+        if case.name == "overlap":
+            ys = rng.integers((b, k), 0, p.height - t + 1)
+            xs = rng.integers((b, k), 0, p.width - t + 1)
+            origins = torch.stack((ys, xs), dim=-1)
+        else:
+            ids = rng.integers((b, k), 0, num_tiles(p.height, p.width, t))
+            origins = tile_origins(ids, p.width, t)
+        if k >= 2:
+            # guarantee one overlapping pair with tied levels: the later k must win
+            shift = 0 if case.name != "overlap" else t // 2
+            origins[:, -1, 0] = (origins[:, 0, 0] + shift).clamp_max(p.height - t)
+            origins[:, -1, 1] = (origins[:, 0, 1] + shift).clamp_max(p.width - t)
+            levels[:, -1] = levels[:, 0]
+        cpu = {
+            "base": base,
+            "packed": packed,
+            "origins": origins.contiguous(),
+            "levels": levels,
+            "alpha": rng.uniform((), 0.2, 0.8),
+        }
+        return place(cpu, device, dtype, data=("base", "packed"))
+
+    def reference(self, case: Case, inputs: Inputs) -> Outputs:
+        """Unpack with the case's mode; overlap uses override semantics."""
+        mode = "blend" if case.name == "blend" else "override"
+        base, packed = inputs["base"], inputs["packed"]
+        origins, levels = inputs["origins"], inputs["levels"]
+        return {"out": tileunpack(base, packed, origins, levels, mode, inputs["alpha"])}
+
+    def work(self, case: Case) -> Work:
+        """Bytes: base read and out written in full, tiles and metadata read once."""
+        p: TileUnpackParams = case.params
+        b, k = p.batch, p.kmax
+        map_elems = b * p.channels * p.height * p.width
+        tile_elems = b * k * p.channels * p.tile_size**2
+        meta_bytes = b * k * 3 * INDEX_BYTES + FP32_BYTES  # origins (2), levels, alpha
+        bytes_moved = (2 * map_elems + tile_elems) * DATA_BYTES + meta_bytes
+        # blend: (1 - alpha) * out + alpha * P is 2 mul + 1 add per tile element
+        flops = 3 * tile_elems if case.name == "blend" else 0
+        return Work(bytes_moved=bytes_moved, flops=flops, units="tiles", count=b * k)
+
+    def validate_inputs(self, case: Case, inputs: Inputs) -> None:
+        """Check shapes, origins in bounds (and aligned unless overlap), levels and alpha."""
+        p: TileUnpackParams = case.params
+        b, k, t = p.batch, p.kmax, p.tile_size
+        check_shape("base", inputs["base"], (b, p.channels, p.height, p.width))
+        check_shape("packed", inputs["packed"], (b, k, p.channels, t, t))
+        check_shape("origins", inputs["origins"], (b, k, 2))
+        check_shape("levels", inputs["levels"], (b, k))
+        check_shape("alpha", inputs["alpha"], ())
+        origins = inputs["origins"]
+        check_int_range("origins y", origins[..., 0], 0, p.height - t + 1)
+        check_int_range("origins x", origins[..., 1], 0, p.width - t + 1)
+        if case.name != "overlap":
+            # aligned cases: an origin off the grid is a wrong tile id, not an overlap
+            check_int_range("origins y % tile_size", origins[..., 0] % t, 0, 1)
+            check_int_range("origins x % tile_size", origins[..., 1] % t, 0, 1)
+        check_int_range("levels", inputs["levels"], 0, NUM_LEVELS)
+        check_real_range("alpha", inputs["alpha"], 0.0, 1.0)
