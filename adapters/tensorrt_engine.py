@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from adapters.tensorrt_common import tensorrt_reason
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-
-from adapters.tensorrt_common import tensorrt_reason
 
 
 class TensorRTEngineBackend(Backend):

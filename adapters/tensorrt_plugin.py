@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
+from adapters.tensorrt_common import tensorrt_reason
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-
-from adapters.tensorrt_common import tensorrt_reason
 
 PLUGIN_LIB_ENV = "APEXX_TRT_PLUGIN_LIB"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import importlib
 import os
 
+from adapters.lazy_import import cuda_reason, try_import
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-
-from adapters.lazy_import import cuda_reason, try_import
 
 INTERPRETER_NOTE = "Triton interpreter on the CPU: correctness only, timings not comparable"
 

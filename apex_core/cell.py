@@ -15,7 +15,7 @@ import torch
 
 from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
-from apex_core.results import Accuracy, CellResult, Case, Derived, Status, Timing, Work
+from apex_core.results import Accuracy, Case, CellResult, Derived, Status, Timing, Work
 from apex_core.timing import CudaTimer, TimingOptions, measure_cpu
 
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
@@ -180,8 +180,8 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     except _CellFailure as failure:
         status, reason, log = failure.status, failure.reason, failure.log
     except Exception as exc:  # a bug outside the named stages still becomes a row
-        failure = _fail("cell setup", exc)
-        status, reason, log = failure.status, failure.reason, failure.log
+        setup_failure = _fail("cell setup", exc)
+        status, reason, log = setup_failure.status, setup_failure.reason, setup_failure.log
     if status != Status.OK:
         # Numbers from a cell that went wrong are not reported as speeds.
         record.pop("timing", None)

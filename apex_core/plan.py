@@ -91,9 +91,9 @@ def build_plan(
     selectors = [_split_selector(s) for s in (workloads or [])]
     workload_names = registry.select_workloads([name for name, _ in selectors] or None)
     wanted_cases: dict[str, set[str]] = {}
-    for name, case in selectors:
-        if case:
-            wanted_cases.setdefault(name, set()).add(case)
+    for name, case_name in selectors:
+        if case_name:
+            wanted_cases.setdefault(name, set()).add(case_name)
     live = [registry.workloads[n] for n in workload_names if n in registry.workloads]
     typed = overrides if isinstance(overrides, dict) else parse_overrides(overrides, live)
     cells: list[PlannedCell] = []

@@ -7,6 +7,7 @@ discovery and never disappears silently.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -67,6 +68,7 @@ def _construct(found: FoundPlugin, base: type) -> tuple[Any, str]:
     """Instantiate a loaded plugin class; returns (instance, error)."""
     if found.error:
         return None, found.error
+    instance: Any
     try:
         instance = found.plugin()
     except Exception as exc:
@@ -75,10 +77,8 @@ def _construct(found: FoundPlugin, base: type) -> tuple[Any, str]:
         return None, f"{found.source} is not a subclass of apex_core.interfaces.{base.__name__}"
     # The entry-point name is what users type; keep the instance's name in step with it.
     if getattr(instance, "name", None) != found.name:
-        try:
-            instance.name = found.name
-        except AttributeError:
-            pass
+        with contextlib.suppress(AttributeError):  # a read-only property keeps its own name
+            setattr(instance, "name", found.name)  # noqa: B010 - instance is typed as object here
     return instance, ""
 
 

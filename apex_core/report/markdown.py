@@ -88,7 +88,7 @@ def render_markdown(report: Report) -> str:
                       for c in report.cells if c.timing is not None})
     if methods:
         lines += ["", "Timing: " + "; ".join(methods) + "."]
-    broken = [r for r in report.plugins]
+    broken = report.plugins
     if broken:
         lines += ["", "Plugins that failed to load:", ""]
         lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in broken]

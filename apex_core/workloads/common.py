@@ -40,7 +40,7 @@ def check_tile_grid(height: int, width: int, tile_size: int) -> None:
 
 def check_fraction(name: str, value: float, *, high_open: bool = True) -> None:
     """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (or [0, 1])."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0.0
     ok = ok and (value < 1.0 if high_open else value <= 1.0)
     if not ok:
         bound = "[0, 1)" if high_open else "[0, 1]"

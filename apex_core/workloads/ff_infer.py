@@ -35,20 +35,22 @@ from apex_core.workloads.tilepack import tilepack
 from apex_core.workloads.tilessm_scan import ssm_scan
 from apex_core.workloads.tileunpack import tile_origins, tileunpack
 
-# Costs in budget units; Fractions keep floor(budget / 0.8) exact (16 / 0.8 is 20, not 19).
+# Costs in budget units, as Fractions so that the tile counts are exact rational arithmetic.
 LEVEL0_TILE_COST = Fraction(4, 5)
 SPLIT_COST = Fraction(1)
 SCAN_MERGE = "avg"  # both scan directions weigh the same; "gated" would need a gate input
 NORM_EPS = 1e-5
 UTILITIES = ("util0", "split_util")
 
-# Measured worst |out - ref| / (atol + rtol*|ref|) of the eager reference in that dtype
-# against float64 on the CPU was 0.35 (fp16), 0.62 (bf16), 0.27 (fp32): docs/ff-infer.md.
-TOLERANCES = {"fp16": (2e-2, 2e-2), "bf16": (1e-1, 5e-2), "fp32": (1e-4, 1e-4)}
+# Worst |out - ref| / (atol + rtol * |ref|) of the eager reference run in the dtype against
+# float64 (CPU, 16 seeds x 4 shapes) was 0.45 for fp16 and 0.41 for bf16, and 0.03 for
+# fp32: a margin above 2x for fresh random inputs (docs/ff-infer.md has the measurement).
+TOLERANCES = {"fp16": (2e-2, 2e-2), "bf16": (2e-1, 5e-2), "fp32": (1e-4, 1e-4)}
 TOLERANCE_REASON = (
-    "end-to-end pipeline: about ten dependent ops per level, two levels, each rounding to the "
-    "data dtype, and per-tile normalizations that amplify rounding of nearly flat tiles; "
-    "tile selection reads float32 utilities, so no mismatch is allowed"
+    "end-to-end pipeline: two levels of about ten dependent ops, each rounding to the data "
+    "dtype; refined tiles reach |x| ~ 20, and the residual sums cancel terms of that size, so "
+    "small outputs carry an absolute error of a few ulps of the large terms; selection reads "
+    "float32 utilities and cannot flip, so no mismatch is allowed"
 )
 
 
@@ -109,10 +111,11 @@ class FFInferParams:
 def level_weight_shapes(channels: int, hidden: int) -> dict[str, tuple[int, ...]]:
     """Shapes of one level's weights, keyed without the ``l0_`` / ``l1_`` prefix."""
     c, h = channels, hidden
-    vectors = ("decay", "input_gain", "output_gain", "state_bias", "pw_bias", "norm_weight",
-               "norm_bias", "value_scale", "value_bias", "gate_scale", "gate_bias")
-    matrices = {"mlp_w1": (h, c), "mlp_b1": (h,), "mlp_w2": (2 * c, h), "mlp_b2": (2 * c,),
-                "dw_weight": (c, 1, 3, 3), "pw_weight": (c, c)}
+    vectors = ("decay", "input_gain", "output_gain", "state_bias")  # the scan
+    vectors += ("pw_bias", "norm_weight", "norm_bias")
+    vectors += ("value_scale", "value_bias", "gate_scale", "gate_bias")  # the gated ReLU
+    matrices = {"mlp_w1": (h, c), "mlp_b1": (h,), "mlp_w2": (2 * c, h), "mlp_b2": (2 * c,)}
+    matrices.update({"dw_weight": (c, 1, 3, 3), "pw_weight": (c, c)})
     return {**{name: (c,) for name in vectors}, **matrices}
 
 
@@ -202,8 +205,13 @@ def refine_level(
     packed = tilepack(dense, ids, tile_size)  # [B, K, C, s, s]
     tokens = packed.mean(dim=(-2, -1))
     scanned, _ = ssm_scan(
-        tokens, w["decay"], w["input_gain"], w["output_gain"], w["state_bias"],
-        direction="bidirectional", merge=SCAN_MERGE,
+        tokens,
+        w["decay"],
+        w["input_gain"],
+        w["output_gain"],
+        w["state_bias"],
+        direction="bidirectional",
+        merge=SCAN_MERGE,
     )
     gamma, beta = _token_mlp(scanned, w)
     modulated = (1 + torch.tanh(gamma))[..., None, None] * packed + beta[..., None, None]
@@ -289,8 +297,13 @@ class FFInfer(Workload):
         base = refine_level(inputs["features"], ids0, 2 * t, level_weights(inputs, "l0_"))
         detail = refine_level(base, ids1, t, level_weights(inputs, "l1_"))
         alpha, fused = fusion_gate(
-            inputs["boundary"], inputs["uncertainty"], base, detail,
-            inputs["wb"], inputs["wu"], inputs["bias"],
+            inputs["boundary"],
+            inputs["uncertainty"],
+            base,
+            detail,
+            inputs["wb"],
+            inputs["wu"],
+            inputs["bias"],
         )
         return {"fused": fused, "alpha": alpha}
 

@@ -8,7 +8,7 @@ import attrs
 import torch
 
 from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Tolerance, Work
+from apex_core.results import Case, Work
 from apex_core.workloads.common import (
     DATA_BYTES,
     FP32_BYTES,

@@ -1,0 +1,69 @@
+"""Bad input gets one clear line on stderr and exit code 2, before any cell runs."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def assert_usage_error(result, *fragments):
+    assert result.returncode == 2, result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--backends", "nope"], ["unknown backend 'nope'", "torch-reference", "trt"]),
+        (["--workloads", "gemm"], ["unknown workload 'gemm'", "tilepack"]),
+        (["--set", "colour=red"], ["--set colour: unknown parameter", "height"]),
+        (["--set", "height=abc"], ["height=abc: expected int"]),
+        (["--workloads", "tilepack", "--set", "height=130"], ["130", "tile_size 8"]),
+        (["--iters", "0"], ["--iters", ">= 1"]),
+        (["--dtype", "fp64"], ["unknown dtype 'fp64'"]),
+        (["--device", "cuda"], ["no CUDA device"]),
+        (["--graph"], ["--graph needs --device cuda"]),
+        (["--profile", "huge"], ["invalid choice: 'huge'"]),
+    ],
+)
+def test_usage_errors(tmp_path, args, fragments):
+    result = run_cli(["--device", "cpu", *args] if "--device" not in args else args, cwd=tmp_path)
+    assert_usage_error(result, *fragments)
+    assert not (tmp_path / "artifacts" / "apex-bench.json").exists()
+
+
+def test_output_in_missing_folder(tmp_path):
+    result = run_cli(["--device", "cpu", "--output-json", str(tmp_path / "no" / "r.json")],
+                     cwd=tmp_path)
+    assert_usage_error(result, "--output-json", "does not exist")
+
+
+def test_output_under_a_file(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    result = run_cli(["--device", "cpu", "--output-md", str(tmp_path / "plain" / "r.md")],
+                     cwd=tmp_path)
+    assert_usage_error(result, "--output-md")
+
+
+def _read_only_folder(tmp_path):
+    """A folder this user cannot write to: chmod 500 for users, /proc for root."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        (locked / "probe").touch()
+    except PermissionError:
+        return locked
+    (locked / "probe").unlink()
+    return Path("/proc/1")  # root ignores mode bits; procfs refuses new files to everyone
+
+
+def test_output_in_read_only_folder(tmp_path):
+    folder = _read_only_folder(tmp_path)
+    result = run_cli(["--device", "cpu", "--output-json", str(folder / "r.json")], cwd=tmp_path)
+    assert_usage_error(result, "not writable")

@@ -1,0 +1,133 @@
+"""In-memory workloads and backends for tests of the core (no entry points involved)."""
+
+from __future__ import annotations
+
+import attrs
+import torch
+
+from apex_core.interfaces import Backend, Prepared, Workload
+from apex_core.results import Availability, Support, Work
+
+
+@attrs.frozen(kw_only=True)
+class AxpyParams:
+    n: int = 64
+    height: int = 8
+    tile_size: int = 4
+
+    def __attrs_post_init__(self) -> None:
+        if self.height % self.tile_size:
+            raise ValueError(f"height {self.height} is not divisible by tile_size {self.tile_size}")
+
+
+class Axpy(Workload):
+    """y = a * x + b with 0-d a and b."""
+
+    name = "axpy"
+    description = "y = a*x + b"
+    params_type = AxpyParams
+    case_names = ("small", "large")
+
+    def make_inputs(self, case, device, dtype, seed):
+        gen = torch.Generator().manual_seed(seed)
+        return {
+            "x": (torch.rand(case.params.n, generator=gen) + 0.5).to(device, dtype),
+            "a": (torch.rand((), generator=gen) + 0.5).to(device, dtype),
+        }
+
+    def reference(self, case, inputs):
+        return {"y": inputs["a"] * inputs["x"] + 1.0}
+
+    def work(self, case):
+        return Work(4 * case.params.n, 2 * case.params.n, "elements", case.params.n)
+
+
+class Eager(Backend):
+    name = "eager"
+    description = "reference"
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        return Prepared(lambda: workload.reference(case, inputs))
+
+
+class Preallocated(Backend):
+    """Writes into one output buffer; ``skip`` leaves the last element unwritten."""
+
+    name = "prealloc"
+    description = "writes into a buffer"
+
+    def __init__(self, skip: bool = False) -> None:
+        self.skip = skip
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        out = torch.empty_like(inputs["x"])
+
+        def run():
+            y = workload.reference(case, inputs)["y"]
+            if self.skip:
+                out[:-1].copy_(y[:-1])
+            else:
+                out.copy_(y)
+            return {"y": out}
+
+        return Prepared(run, outputs={"y": out})
+
+
+class Flaky(Backend):
+    """Right on its first two calls, wrong afterwards (like an autotuner picking a bad config)."""
+
+    name = "flaky"
+    description = "goes wrong after warm-up"
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        calls = {"n": 0}
+
+        def run():
+            calls["n"] += 1
+            y = workload.reference(case, inputs)["y"]
+            return {"y": y if calls["n"] <= 2 else y * 1.5}
+
+        return Prepared(run)
+
+
+class Raising(Backend):
+    name = "raising"
+    description = "raises"
+
+    def __init__(self, where: str = "prepare") -> None:
+        self.where = where
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        if self.where == "prepare":
+            raise RuntimeError("compiler exploded")
+
+        def run():
+            raise ValueError("bad launch")
+
+        return Prepared(run)
+
+
+class Unavailable(Eager):
+    name = "unavail"
+
+    def probe(self, device):
+        return Availability.no("libfoo missing")
+
+
+class Picky(Eager):
+    name = "picky"
+
+    def supports(self, workload, case, dtype_name):
+        return Support.no("only small") if case.name != "small" else Support.yes()

@@ -1,0 +1,78 @@
+"""One cell, run inline: every outcome lands with the right status and reason."""
+
+import pytest
+
+from apex_core.cell import CellSpec, execute_cell
+from apex_core.plan import build_plan
+from apex_core.registry import Registry
+from apex_core.results import SkipKind, Status
+from apex_core.runner import run_plan
+from apex_core.timing import TimingOptions
+from tests.apex_core.fakes import Axpy, Eager, Flaky, Picky, Preallocated, Raising, Unavailable
+
+FAST = TimingOptions(warmup=2, min_iters=5, min_time_s=0.0, max_time_s=0.2)
+
+
+def spec(backend="eager", dtype="fp32"):
+    return CellSpec("axpy", "small", backend, dtype, "cpu", {"n": 64, "height": 8, "tile_size": 4},
+                    seed=3, timing=FAST)
+
+
+def test_ok_cell_has_timing_accuracy_and_derived_rates():
+    result = execute_cell(Axpy(), Eager(), spec())
+    assert result.status == Status.OK, result.reason
+    assert result.timing.stats.n >= 5 and result.timing.method == "cpu_perf_counter"
+    assert [a.stage for a in result.accuracy] == ["before-timing", "after-timing"]
+    assert all(a.passed for a in result.accuracy)
+    assert result.derived.units == "elements" and result.derived.units_per_s > 0
+    assert result.build_time_s >= 0 and result.input_memory_mb > 0
+
+
+def test_half_precision_cell_passes_with_fp16_tolerance():
+    assert execute_cell(Axpy(), Eager(), spec(dtype="fp16")).status == Status.OK
+
+
+def test_raise_in_prepare_is_an_error_with_type_and_message():
+    result = execute_cell(Axpy(), Raising("prepare"), spec("raising"))
+    assert result.status == Status.ERROR
+    assert result.reason == "RuntimeError during prepare: compiler exploded"
+    assert "Traceback" in result.log and result.timing is None
+
+
+def test_raise_in_timed_call_is_an_error():
+    result = execute_cell(Axpy(), Raising("call"), spec("raising"))
+    assert result.status == Status.ERROR
+    assert result.reason.startswith("ValueError during prepare: bad launch")
+
+
+def test_unwritten_output_is_caught_by_poisoning():
+    assert execute_cell(Axpy(), Preallocated(), spec("prealloc")).status == Status.OK
+    result = execute_cell(Axpy(), Preallocated(skip=True), spec("prealloc"))
+    assert result.status == Status.INCORRECT
+    assert "non-finite" in result.reason and result.timing is None
+
+
+def test_wrong_after_warmup_is_caught_by_the_second_check():
+    result = execute_cell(Axpy(), Flaky(), spec("flaky"))
+    assert result.status == Status.INCORRECT
+    assert "after-timing" in result.reason
+    assert result.timing is None  # a wrong answer is never reported as a speed
+
+
+def test_run_plan_records_skips_with_reasons():
+    registry = Registry.from_objects([Eager(), Unavailable(), Picky()], [Axpy()])
+    plan = build_plan(registry, backends=["eager", "unavail", "picky"], timing=FAST)
+    report = run_plan(plan, registry, isolation="inline", environment={"device": "cpu"})
+    by = {(c.case, c.backend): c for c in report.cells}
+    assert by[("small", "eager")].status == Status.OK
+    assert by[("small", "unavail")].skip_kind == SkipKind.UNAVAILABLE
+    assert by[("small", "unavail")].reason == "libfoo missing"
+    assert by[("large", "picky")].skip_kind == SkipKind.UNSUPPORTED
+    assert by[("small", "picky")].status == Status.OK
+    assert report.status == "complete" and len(report.cells) == 6
+
+
+def test_isolation_must_be_known():
+    registry = Registry.from_objects([Eager()], [Axpy()])
+    with pytest.raises(ValueError):
+        run_plan(build_plan(registry), registry, isolation="thread", environment={})

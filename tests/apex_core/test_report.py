@@ -1,0 +1,68 @@
+import json
+
+import jsonschema
+import pytest
+
+from apex_core.plan import build_plan
+from apex_core.registry import Registry
+from apex_core.report.markdown import render_markdown
+from apex_core.report.records import report_record
+from apex_core.report.writer import atomic_write_text, report_json, validate_report
+from apex_core.runner import run_plan
+from apex_core.timing import TimingOptions
+from tests.apex_core.fakes import Axpy, Eager, Raising, Unavailable
+
+FAST = TimingOptions(warmup=1, min_iters=3, min_time_s=0.0, max_time_s=0.1)
+
+
+@pytest.fixture(scope="module")
+def report():
+    registry = Registry.from_objects([Eager(), Unavailable(), Raising("call")], [Axpy()])
+    registry.backends["torch-reference"] = registry.backends.pop("eager")
+    plan = build_plan(registry, backends=["torch-reference", "unavail", "raising"], timing=FAST)
+    env = {"device": "cpu", "cpu": "test cpu", "python": "3", "torch": "x", "gpu": None,
+           "git": {"commit": None, "dirty": None}}
+    return run_plan(plan, registry, isolation="inline", environment=env)
+
+
+def test_report_validates_against_the_shipped_schema(report):
+    record = json.loads(report_json(report))
+    validate_report(record)
+    assert record["schema_version"] == 1
+    assert {"schema_version", "suite", "timestamp_utc", "environment", "config", "status",
+            "benchmarks", "triton_autotune"} <= set(record)
+    ok = next(b for b in record["benchmarks"] if b["status"] == "ok")
+    assert ok["elements_per_s"] > 0 and ok["stats"]["p50_ms"] > 0
+    assert len(ok["samples_ms"]) == ok["stats"]["n"]
+
+
+def test_schema_rejects_an_ok_cell_without_stats(report):
+    record = report_record(report)
+    broken = next(b for b in record["benchmarks"] if b["status"] == "ok")
+    broken["stats"] = None
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(record)
+
+
+def test_schema_rejects_a_skip_without_reason(report):
+    record = report_record(report)
+    skipped = next(b for b in record["benchmarks"] if b["status"] == "skipped")
+    skipped["reason"] = ""
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(record)
+
+
+def test_markdown_has_one_row_per_case_and_reasons(report):
+    text = render_markdown(report)
+    assert "| workload | case | dtype | torch-reference | unavail | raising |" in text
+    assert text.count("| axpy |") == 2
+    assert "unavailable [1]" in text and "1. libfoo missing" in text
+    assert "error [2]" in text and "ValueError" in text
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "r.json"
+    atomic_write_text(target, "one")
+    atomic_write_text(target, "two")
+    assert target.read_text() == "two"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

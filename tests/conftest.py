@@ -1,0 +1,47 @@
+"""Shared fixtures: the third-party test plugin package, installed for real, and CLI helpers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_SOURCE = ROOT / "tests" / "plugins"
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Install tests/plugins with pip into a private folder (not the user's environment)."""
+    target = tmp_path_factory.mktemp("plugin-site")
+    build = tmp_path_factory.mktemp("plugin-build")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--no-compile", "--target", str(target), str(PLUGIN_SOURCE)],
+        check=True,
+        env={**os.environ, "PIP_NO_INPUT": "1", "TMPDIR": str(build)},
+    )
+    assert (target / "apex_testplugin").is_dir()
+    return target
+
+
+@pytest.fixture()
+def plugin_on_path(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make the installed plugin visible to this process and to child processes."""
+    monkeypatch.syspath_prepend(str(plugin_site))
+    existing = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin_site), existing])))
+    return plugin_site
+
+
+def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``apex-bench`` as a user would, in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "apex_core.cli.main", *args],
+        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,1 @@
+"""Test adapter package for apex-bench: good, unavailable, broken and misbehaving plugins."""

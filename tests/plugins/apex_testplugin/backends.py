@@ -1,0 +1,98 @@
+"""Backends that behave well and badly, so the tests can show how each lands in a report."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+from apex_core.interfaces import Backend, Prepared
+from apex_core.results import Availability
+
+
+def _delay() -> float:
+    return float(os.environ.get("APEX_TESTPLUGIN_DELAY_S", "0"))
+
+
+class WorkingBackend(Backend):
+    """The workload's reference, plus an optional fixed delay per call (to plant a slowdown)."""
+
+    name = "test-working"
+    description = "third-party backend that works"
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        delay = _delay()
+
+        def run():
+            if delay:
+                time.sleep(delay)
+            return workload.reference(case, inputs)
+
+        return Prepared(run, metadata={"delay_s": delay})
+
+
+class UnavailableBackend(Backend):
+    """A backend whose stack is missing."""
+
+    name = "test-unavailable"
+    description = "third-party backend whose probe says no"
+
+    def probe(self, device):
+        return Availability.no("libexample.so not found (set EXAMPLE_HOME)")
+
+    def prepare(self, workload, case, inputs):
+        raise AssertionError("never prepared: the probe said unavailable")
+
+
+class RaisingBackend(WorkingBackend):
+    """Prepares fine, then raises inside the timed call."""
+
+    name = "test-raises"
+    description = "third-party backend that raises when called"
+
+    def prepare(self, workload, case, inputs):
+        def run():
+            raise ValueError("kernel launch failed: invalid configuration")
+
+        return Prepared(run)
+
+
+class WrongBackend(WorkingBackend):
+    """Returns an answer that is off by one."""
+
+    name = "test-wrong"
+    description = "third-party backend with a wrong answer"
+
+    def prepare(self, workload, case, inputs):
+        def run():
+            return {k: v + 1 for k, v in workload.reference(case, inputs).items()}
+
+        return Prepared(run)
+
+
+class CrashingBackend(WorkingBackend):
+    """Kills its own process with a segmentation fault while preparing."""
+
+    name = "test-crash"
+    description = "third-party backend that segfaults"
+
+    def prepare(self, workload, case, inputs):
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+        raise AssertionError("unreachable")
+
+
+class HangingBackend(WorkingBackend):
+    """Never returns from the timed call."""
+
+    name = "test-hang"
+    description = "third-party backend that hangs"
+
+    def prepare(self, workload, case, inputs):
+        def run():
+            while True:
+                time.sleep(1)
+
+        return Prepared(run)
