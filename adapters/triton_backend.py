@@ -39,14 +39,25 @@ class TritonBackend(Backend):
 
         if workload.name not in KERNELS:
             return Support.no(f"apex_kernels has no Triton kernel for {workload.name}")
-        return Support.yes()
+        module = importlib.import_module(KERNELS[workload.name].partition(":")[0])
+        reason = module.supports(case, dtype_name) if hasattr(module, "supports") else None
+        return Support.no(reason) if reason else Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         from apex_kernels import KERNELS
 
+        from apex_kernels.tuning import TRACKER
+
         module_path, _, factory_name = KERNELS[workload.name].partition(":")
         factory = getattr(importlib.import_module(module_path), factory_name)
+        TRACKER.reset()
         fn, outputs, metadata = factory(case, inputs)
+
+        def launches() -> dict:
+            # Read after the cell's last call: the autotuner's real choice and every launch.
+            return {"triton_autotune": TRACKER.snapshot()}
+
         if interpreting():
-            return Prepared(fn, outputs, metadata, INTERPRETER_NOTE, "triton_interpreter")
-        return Prepared(fn, outputs, metadata)
+            return Prepared(fn, outputs, metadata, INTERPRETER_NOTE, "triton_interpreter",
+                            report_metadata=launches)
+        return Prepared(fn, outputs, metadata, report_metadata=launches)

@@ -156,6 +156,11 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     record["derived"] = derive(workload.work(case), timing)
     _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
              "after-timing", record)
+    if prepared.report_metadata is not None:
+        try:
+            record["metadata"] = {**record["metadata"], **prepared.report_metadata()}
+        except Exception as exc:
+            raise _fail("metadata collection", exc) from None
 
 
 def _checked(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, spec: CellSpec,

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from apex_core.results import Timing
-from apex_core.stats import relative_noise, summarize
+from apex_core.stats import summarize
 
 # How many noise readings must agree before the sampler calls the noise converged,
 # and how close they must be (relative spread), in the spirit of nvbench's stdrel criterion.
@@ -54,12 +54,19 @@ class TimingOptions:
 
 
 class _StopRule:
-    """Decides when enough samples were taken: min iters and min time, then noise or cap."""
+    """Decides when enough samples were taken: min iters and min time, then noise or cap.
+
+    After both minimums, sampling stops when the relative noise (std / mean) is under
+    the target, or when the estimate has converged: the median of the samples moved
+    less than the noise target over the last few checks, or the noise itself stopped
+    changing (kernels whose noise never reaches the target, as in nvbench).
+    """
 
     def __init__(self, options: TimingOptions) -> None:
         self.options = options
         self.noise_history: list[float] = []
-        self.next_noise_check = 0
+        self.median_history: list[float] = []
+        self.next_check = 0
 
     def reason(self, samples: list[float], elapsed_s: float) -> str | None:
         opts = self.options
@@ -67,23 +74,31 @@ class _StopRule:
             return "sample_cap"
         if elapsed_s >= opts.max_time_s:
             return "time_cap"
-        if len(samples) < opts.min_iters or elapsed_s < opts.min_time_s:
+        if len(samples) < max(opts.min_iters, 2) or elapsed_s < opts.min_time_s:
             return None
-        # Statistics over thousands of samples are not free: look at the noise on a
-        # geometric schedule so the check never dominates a fast callable.
-        if len(samples) < self.next_noise_check:
+        # Statistics over thousands of samples are not free: look on a geometric
+        # schedule so the check never dominates a fast callable.
+        if len(samples) < self.next_check:
             return None
-        self.next_noise_check = max(len(samples) + _BATCH, int(len(samples) * 1.1))
-        noise = relative_noise(samples)
-        self.noise_history.append(noise)
-        if noise <= opts.noise_target:
+        self.next_check = max(len(samples) + _BATCH, int(len(samples) * 1.1))
+        stats = summarize(samples)
+        if stats.cv <= opts.noise_target:
             return "noise"
-        recent = self.noise_history[-_CONVERGENCE_WINDOW:]
-        if len(recent) == _CONVERGENCE_WINDOW and math.isfinite(noise):
-            spread = (max(recent) - min(recent)) / max(noise, 1e-12)
-            if spread < _CONVERGENCE_SPREAD:
-                return "converged"
+        self.noise_history.append(stats.cv)
+        self.median_history.append(stats.p50)
+        if _settled(self.median_history, opts.noise_target) or _settled(
+            self.noise_history, _CONVERGENCE_SPREAD
+        ):
+            return "converged"
         return None
+
+
+def _settled(history: list[float], spread: float) -> bool:
+    """True when the last readings agree within ``spread`` of their latest value."""
+    recent = history[-_CONVERGENCE_WINDOW:]
+    if len(recent) < _CONVERGENCE_WINDOW or not all(math.isfinite(v) for v in recent):
+        return False
+    return (max(recent) - min(recent)) <= spread * max(abs(recent[-1]), 1e-12)
 
 
 def _timing(method: str, cache: str, samples: list[float], stop: str, note: str = "") -> Timing:

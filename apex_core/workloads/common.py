@@ -10,6 +10,8 @@ import attrs
 import torch
 
 from apex_core.errors import InputValidationError
+from apex_core.interfaces import DEFAULT_TOLERANCES
+from apex_core.results import Tolerance
 
 # work() counts bytes at the default dtype (fp16) for data tensors, whatever dtype a cell runs.
 DATA_BYTES = 2
@@ -51,6 +53,14 @@ def check_choice(name: str, value: Any, choices: Collection[str]) -> None:
     """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ValueError(f"{name} {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+def widened_tolerance(dtype_name: str, atols: Mapping[str, float], reason: str) -> Tolerance:
+    """The default tolerance, with ``atol`` raised for the dtypes in ``atols`` (with the reason)."""
+    atol, rtol = DEFAULT_TOLERANCES[dtype_name]
+    if dtype_name not in atols:
+        return Tolerance(atol, rtol)
+    return Tolerance(atols[dtype_name], rtol, reason=reason)
 
 
 # --- the tile grid ----------------------------------------------------------------------
@@ -184,9 +194,7 @@ def check_real_range(name: str, values: torch.Tensor, low: float, high: float) -
     if bool(bad.any()):
         pos = _first_position(bad) if values.dim() else ()
         where = f" at {list(pos)}" if pos else ""
-        raise InputValidationError(
-            f"{name} value {float(values[pos])}{where} is out of range [{low}, {high}]"
-        )
+        raise InputValidationError(f"{name} value {float(values[pos])}{where} is out of range [{low}, {high}]")
 
 
 def check_unique_rows(name: str, values: torch.Tensor) -> None:

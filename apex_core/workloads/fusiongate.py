@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Work
+from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     DATA_BYTES,
     FP32_BYTES,
@@ -16,6 +16,17 @@ from apex_core.workloads.common import (
     check_shape,
     place,
     positive_int,
+    widened_tolerance,
+)
+
+# About 10 machine epsilons: base + alpha * (detail - base) cancels, and evaluated op by op
+# in fp16/bf16 (as the torch-reference backend does) the error is about 1.5 eps * |detail -
+# base| at worst; measured max over 200 seeds at the fixed profile: 4.56 eps (fp16), 4.75
+# eps (bf16). fp32 (4.67 eps = 5.6e-7 measured) fits the default 1e-6.
+_ATOL = {"fp16": 1e-2, "bf16": 8e-2}
+_REASON = (
+    "fused = base + alpha*(detail-base) cancels in fp16/bf16: up to 4.8 eps measured over "
+    "200 seeds, 1.5 eps*|detail-base| analytic; atol set to about 10 eps"
 )
 
 
@@ -104,6 +115,10 @@ class FusionGate(Workload):
         bytes_moved = (3 * pixels + 3 * elements) * DATA_BYTES + 3 * FP32_BYTES
         flops = 7 * pixels + 3 * elements
         return Work(bytes_moved=bytes_moved, flops=flops, units="elements", count=elements)
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Defaults, with atol about 10 eps in fp16/bf16 for the cancellation in ``fused``."""
+        return widened_tolerance(dtype_name, _ATOL, _REASON)
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:
         """Check shapes (every value of the proxies is legal: non-finite ones are sanitized)."""

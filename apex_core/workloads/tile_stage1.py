@@ -6,7 +6,7 @@ import attrs
 import torch
 
 from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Work
+from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     DATA_BYTES,
     INDEX_BYTES,
@@ -20,6 +20,17 @@ from apex_core.workloads.common import (
     positive_int,
     tile_origins,
     tile_pixel_index,
+    widened_tolerance,
+)
+
+# bf16 only: x*vs + vb is rounded before the gate (up to about 9) multiplies it, so near a
+# cancellation the error is a half-ulp of |x*vs| times the gate; measured max over 200 seeds
+# at the fixed profile: 0.36 eps = 2.8e-3 beyond rtol, over the default 2e-3. fp16 (0.30
+# eps = 2.9e-4) and fp32 (0.19 eps) fit their defaults.
+_ATOL = {"bf16": 8e-3}
+_REASON = (
+    "bf16 rounding of x*vs+vb is amplified by the gate: up to 2.8e-3 measured over 200 "
+    "seeds; atol set to 1 eps (8e-3)"
 )
 
 
@@ -94,8 +105,9 @@ class TileStage1(Workload):
 
     def reference(self, case: Case, inputs: Inputs) -> Outputs:
         """Apply the op on the selected tiles (see :func:`tile_stage1`)."""
-        names = ("x", "idx", "vs", "vb", "gs", "gb")
-        return {"out": tile_stage1(*(inputs[n] for n in names), case.params.tile_size)}
+        x, idx = inputs["x"], inputs["idx"]
+        vs, vb, gs, gb = (inputs[n] for n in ("vs", "vb", "gs", "gb"))
+        return {"out": tile_stage1(x, idx, vs, vb, gs, gb, case.params.tile_size)}
 
     def work(self, case: Case) -> Work:
         """Bytes: x read and out written in full (out-of-place), ids and parameters once.
@@ -105,11 +117,13 @@ class TileStage1(Workload):
         """
         p: TileStage1Params = case.params
         map_elems = p.batch * p.channels * p.height * p.width
-        bytes_moved = (
-            2 * map_elems * DATA_BYTES + p.batch * p.k * INDEX_BYTES + 4 * p.channels * DATA_BYTES
-        )
+        bytes_moved = 2 * map_elems * DATA_BYTES + p.batch * p.k * INDEX_BYTES + 4 * p.channels * DATA_BYTES
         flops = 5 * p.batch * p.k * p.channels * p.tile_size**2
         return Work(bytes_moved=bytes_moved, flops=flops, units="tiles", count=p.batch * p.k)
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Defaults, with atol 1 eps in bf16 for the rounding the gate amplifies."""
+        return widened_tolerance(dtype_name, _ATOL, _REASON)
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:
         """Check shapes, tile ids in the grid, and no repeated id within a row."""

@@ -8,7 +8,7 @@ import attrs
 import torch
 
 from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Work
+from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     DATA_BYTES,
     FP32_BYTES,
@@ -19,6 +19,7 @@ from apex_core.workloads.common import (
     check_shape,
     place,
     positive_int,
+    widened_tolerance,
 )
 
 DIRECTIONS = ("forward", "backward", "bidirectional")
@@ -28,6 +29,17 @@ MERGES = ("sum", "avg", "gated")
 # exact bound would shift (1 - d) by 1.3 % on clamped channels and fail good kernels.
 DECAY_MIN = float(torch.tensor(1e-6, dtype=torch.float32))
 DECAY_MAX = float(torch.tensor(1.0 - 1e-6, dtype=torch.float32))
+
+# fp32 only: non-finite tokens clamp to +-1e4, so y reaches output_gain * input_gain * clamp
+# (about 2.25e4, where an fp32 ulp is 2e-3) and cancels in the bidirectional merge or as a
+# spike decays; measured max over 200 seeds at the fixed profile, sequential and
+# associative fp32 scans against float64: 8.8e-4 beyond rtol. fp16/bf16 keep the state in
+# fp32 and round y once: 9.5e-5 measured, well inside their defaults. Scales with clamp.
+_ATOL = {"fp32": 4e-3}
+_REASON = (
+    "fp32 absolute error follows the clamped magnitude (|y| up to ~2.25e4, ulp 2e-3) through "
+    "cancellation: up to 8.8e-4 measured over 200 seeds; atol 4e-3 (about 2 ulp there)"
+)
 
 
 def _scan_one(
@@ -43,9 +55,7 @@ def _scan_one(
     return torch.stack(states, dim=1), s
 
 
-def _merge(
-    y_f: torch.Tensor, y_b: torch.Tensor, merge: str, gate: torch.Tensor | None
-) -> torch.Tensor:
+def _merge(y_f: torch.Tensor, y_b: torch.Tensor, merge: str, gate: torch.Tensor | None) -> torch.Tensor:
     """Combine the forward and backward outputs of a bidirectional scan."""
     if merge == "sum":
         return y_f + y_b
@@ -84,9 +94,7 @@ def ssm_scan(
         raise ValueError(f"unknown direction {direction!r}; choose from {', '.join(DIRECTIONS)}")
     state_dtype = torch.promote_types(tokens.dtype, torch.float32)
     x = torch.nan_to_num(tokens.to(state_dtype), nan=0.0).clamp(-clamp, clamp)
-    d, gain, out_gain, bias = (
-        v.to(state_dtype) for v in (decay, input_gain, output_gain, state_bias)
-    )
+    d, gain, out_gain, bias = (v.to(state_dtype) for v in (decay, input_gain, output_gain, state_bias))
     d = d.clamp(DECAY_MIN, DECAY_MAX)
     b, _, c = tokens.shape
     s0 = torch.zeros(b, c, dtype=state_dtype, device=tokens.device)
@@ -193,6 +201,10 @@ class TileSSMScan(Workload):
         merge_flops = {"sum": 1, "avg": 2, "gated": 3}[p.merge] if directions == 2 else 0
         flops = tokens * (6 * directions + merge_flops)
         return Work(bytes_moved=bytes_moved, flops=flops, units="tokens", count=tokens)
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Defaults, with atol 4e-3 in fp32 for errors at the scale of clamped tokens."""
+        return widened_tolerance(dtype_name, _ATOL, _REASON)
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:
         """Check shapes and that the gate lies in [0, 1] (decay may lie anywhere: it is clamped)."""

@@ -6,7 +6,7 @@ import attrs
 import torch
 
 from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Work
+from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     DATA_BYTES,
     FP32_BYTES,
@@ -21,12 +21,22 @@ from apex_core.workloads.common import (
     positive_int,
     tile_origins,
     tile_pixel_index,
+    widened_tolerance,
 )
 
 __all__ = ["NUM_LEVELS", "TileUnpack", "TileUnpackParams", "tile_origins", "tileunpack"]
 
 NUM_LEVELS = 4  # levels are drawn from [0, NUM_LEVELS); with K > NUM_LEVELS ties are certain
 MODES = ("override", "blend")
+
+# About 4 machine epsilons: blending op by op in fp16/bf16 (as the torch-reference backend
+# does) rounds both products; measured max over 200 seeds at the fixed profile: 1.41 eps
+# (fp16) and 1.59 eps (bf16) beyond rtol. fp32 (1.33 eps measured) fits the default 1e-6.
+_ATOL = {"fp16": 4e-3, "bf16": 3.2e-2}
+_REASON = (
+    "blend rounds (1-alpha)*out and alpha*P separately in fp16/bf16: up to 1.6 eps measured "
+    "over 200 seeds; atol set to about 4 eps (override and overlap are exact copies)"
+)
 
 
 def _priority(levels: torch.Tensor) -> torch.Tensor:
@@ -174,6 +184,10 @@ class TileUnpack(Workload):
         # blend: (1 - alpha) * out + alpha * P is 2 mul + 1 add per tile element
         flops = 3 * tile_elems if case.name == "blend" else 0
         return Work(bytes_moved=bytes_moved, flops=flops, units="tiles", count=b * k)
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """Defaults, with atol about 4 eps in fp16/bf16 for the blend rounding."""
+        return widened_tolerance(dtype_name, _ATOL, _REASON)
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:
         """Check shapes, origins in bounds (and aligned unless overlap), levels and alpha."""

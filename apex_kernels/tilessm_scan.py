@@ -1,0 +1,267 @@
+"""Triton tilessm-scan: the per-channel linear recurrence as a chunked parallel scan, fp32 state.
+
+The recurrence ``s_t = d * s_{t-1} + (1 - d) * (g * x_t + bias)`` is the composition of
+affine maps ``s -> a_t * s + b_t``, which is associative, so ``tl.associative_scan``
+over ``(a, b)`` pairs along K computes every state of a ``[BLOCK_K, BLOCK_C]`` tile
+in log depth. A program owns one batch row and ``BLOCK_C`` channels and walks the
+sequence in chunks of ``BLOCK_K`` steps, carrying the state from chunk to chunk in
+registers (``s = B_scan + A_scan * carry``). Tokens are read once and y written once.
+
+The backward direction reads the chunk with reversed row indices (row i holds step
+``start + BLOCK_K - 1 - i``), so no flipped copy exists anywhere; padding rows are
+identity maps (a = 1, b = 0) and, reversed, they sit before the valid steps.
+Bidirectional keeps both scans of a chunk in registers and flips the backward tile
+back with ``tl.flip`` before the merge and the single store of y. When K spans
+several chunks, a first sweep stores the forward carry at each chunk start into a
+small ``[B, chunks, C]`` scratch; the second, backward sweep rescans each chunk
+forward from its stored carry, so tokens are read twice but y is never re-read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from apex_core.results import Case
+from apex_core.workloads.tilessm_scan import DECAY_MAX, DECAY_MIN
+from apex_kernels.tuning import TRACKER, autotune_configs
+
+SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
+DIRECTION_CODES = {"forward": 0, "backward": 1, "bidirectional": 2}
+MERGE_CODES = {"sum": 0, "avg": 1, "gated": 2}
+# Longest chunk scanned in one piece: at K = 256 (the fixed profile) one chunk holds the
+# whole sequence, so the bidirectional path needs no scratch and reads tokens once.
+MAX_BLOCK_K = 256
+MIN_BLOCK_K = 16  # tiny K still gets a tile the compiler lays out across a warp
+_INT32_LIMIT = 2**31
+_GRID_LIMIT = 65535
+
+
+def _config(block_c: int, warps: int) -> triton.Config:
+    return triton.Config({"BLOCK_C": block_c}, num_warps=warps)
+
+
+# BLOCK_C fp16 channels are 2 * BLOCK_C contiguous bytes per step: 16 fills a 32-byte
+# sector. At the fixed profile (C = 128) 16 gives 8 programs, 8 gives 16, 4 gives 32;
+# fewer channels per program trade sector efficiency for more SMs on a latency-bound
+# kernel, so the autotuner decides. The first config is what the interpreter runs.
+_CONFIGS = [
+    _config(16, 4),
+    _config(8, 4),
+    _config(16, 8),
+    _config(32, 8),
+    _config(8, 2),
+    _config(4, 2),
+    _config(32, 4),
+    _config(64, 8),
+]
+
+
+@triton.jit
+def _affine_combine(a1, b1, a2, b2):
+    # apply (a1, b1) then (a2, b2): s -> a2 * (a1 * s + b1) + b2
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
+def _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, CLAMP):
+    """States of the tile whose row i is step ``times[i]``, continuing from ``carry``."""
+    mask = valid[:, None] & mask_c[None, :]
+    x = tl.load(tok_ptr + times[:, None] * C + offs_c[None, :], mask=mask, other=0.0)
+    x = x.to(tl.float32)
+    # nan_to_num then clamp: NaN -> 0, +-inf -> +-max -> +-CLAMP
+    x = tl.where(x != x, 0.0, x)
+    x = tl.minimum(tl.maximum(x, -CLAMP), CLAMP)
+    drive = (1.0 - d)[None, :] * (gain[None, :] * x + sbias[None, :])
+    # padding rows are the identity map so they leave the scan undisturbed
+    a = tl.where(mask, d[None, :], 1.0)
+    b = tl.where(mask, drive, 0.0)
+    a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine)
+    return b_cum + a_cum * carry[None, :]
+
+
+@triton.jit
+def _last_row(s, BLOCK_K: tl.constexpr):
+    # the state after the tile: identity padding makes the last row the last valid state
+    rows = tl.arange(0, BLOCK_K)
+    return tl.sum(tl.where((rows == BLOCK_K - 1)[:, None], s, 0.0), axis=0)
+
+
+@triton.jit
+def _one_direction(tok_ptr, y_ptr, state_ptr, offs_c, mask_c, d, gain, sbias, ogain, init,
+                   K, C, CLAMP, REVERSE: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Forward (or, reading rows reversed, backward) scan of one row of channels."""
+    rows = tl.arange(0, BLOCK_K)
+    if REVERSE:
+        rows = BLOCK_K - 1 - rows
+    n_chunks = tl.cdiv(K, BLOCK_K)
+    carry = init
+    for jj in range(0, n_chunks):
+        j = (n_chunks - 1 - jj) if REVERSE else jj
+        times = j * BLOCK_K + rows
+        valid = times < K
+        s = _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, CLAMP)
+        y = ogain[None, :] * s
+        tl.store(y_ptr + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=valid[:, None] & mask_c[None, :])
+        carry = _last_row(s, BLOCK_K)
+    tl.store(state_ptr + offs_c, carry, mask=mask_c)
+
+
+@triton.jit
+def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d, gain, sbias,
+                   ogain, gate, init, K, C, CLAMP, MERGE: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Both directions of one row of channels, merged before the single store of y."""
+    rows = tl.arange(0, BLOCK_K)
+    n_chunks = tl.cdiv(K, BLOCK_K)
+    # sweep 1 (only when K spans several chunks): forward carries at each chunk start
+    carry_f = init
+    for j in range(0, n_chunks - 1):
+        tl.store(carry_ptr + j * C + offs_c, carry_f, mask=mask_c)
+        times = j * BLOCK_K + rows
+        s = _scan_tile(tok_ptr, times, times < K, offs_c, mask_c, d, gain, sbias, carry_f,
+                       C, CLAMP)
+        carry_f = _last_row(s, BLOCK_K)
+    tl.debug_barrier()  # carries stored by one thread are read back by another
+    # sweep 2, last chunk first: backward scan, forward rescan, merge, store
+    carry_b = init
+    for jj in range(0, n_chunks):
+        j = n_chunks - 1 - jj
+        stored = tl.load(carry_ptr + j * C + offs_c, mask=mask_c & (jj > 0), other=0.0)
+        start_f = tl.where(jj == 0, carry_f, stored)
+        times = j * BLOCK_K + rows
+        valid = times < K
+        s_f = _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, start_f,
+                         C, CLAMP)
+        # the final forward state is the last row of the last chunk, scanned at jj == 0
+        tl.store(sf_ptr + offs_c, _last_row(s_f, BLOCK_K), mask=mask_c & (jj == 0))
+        times_r = j * BLOCK_K + (BLOCK_K - 1 - rows)
+        s_r = _scan_tile(tok_ptr, times_r, times_r < K, offs_c, mask_c, d, gain, sbias,
+                         carry_b, C, CLAMP)
+        carry_b = _last_row(s_r, BLOCK_K)
+        y_f = ogain[None, :] * s_f
+        y_b = ogain[None, :] * tl.flip(s_r, 0)  # row i of s_r is step start + BLOCK_K - 1 - i
+        if MERGE == 0:
+            y = y_f + y_b
+        elif MERGE == 1:
+            y = (y_f + y_b) * 0.5
+        else:
+            y = gate[None, :] * y_f + (1.0 - gate)[None, :] * y_b
+        tl.store(y_ptr + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=valid[:, None] & mask_c[None, :])
+    tl.store(sb_ptr + offs_c, carry_b, mask=mask_c)
+
+
+@triton.autotune(configs=autotune_configs(_CONFIGS),
+                 key=["K", "C", "DIRECTION", "MERGE", "BLOCK_K"])
+@triton.jit
+def _ssm_scan_kernel(
+    tok_ptr, decay_ptr, gain_ptr, ogain_ptr, sbias_ptr, gate_ptr, init_ptr,
+    y_ptr, sf_ptr, sb_ptr, carry_ptr, K, C, N_CHUNKS, CLAMP, D_MIN, D_MAX,
+    DIRECTION: tl.constexpr, MERGE: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    pid_b = tl.program_id(0).to(tl.int64)  # B * K * C may pass 2**31
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    # per-channel parameters in float32, the state's precision; decay clamped as the reference
+    d = tl.load(decay_ptr + offs_c, mask=mask_c, other=0.5).to(tl.float32)
+    d = tl.minimum(tl.maximum(d, D_MIN), D_MAX)
+    gain = tl.load(gain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    sbias = tl.load(sbias_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    ogain = tl.load(ogain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    init = tl.load(init_ptr + pid_b * C + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    tok = tok_ptr + pid_b * K * C
+    y = y_ptr + pid_b * K * C
+    if DIRECTION == 2:
+        gate = tl.load(gate_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        _bidirectional(tok, y, sf_ptr + pid_b * C, sb_ptr + pid_b * C,
+                       carry_ptr + pid_b * N_CHUNKS * C, offs_c, mask_c, d, gain, sbias, ogain,
+                       gate, init, K, C, CLAMP, MERGE, BLOCK_K)
+    else:
+        _one_direction(tok, y, sf_ptr + pid_b * C, offs_c, mask_c, d, gain, sbias, ogain, init,
+                       K, C, CLAMP, DIRECTION == 1, BLOCK_K)
+
+
+def block_k_for(steps: int) -> int:
+    """Chunk length: the next power of two of K, at least MIN_BLOCK_K, at most MAX_BLOCK_K."""
+    return min(MAX_BLOCK_K, max(MIN_BLOCK_K, triton.next_power_of_2(steps)))
+
+
+def supports(case: Case, dtype_name: str) -> str | None:
+    """A reason this kernel cannot run ``case`` in ``dtype_name``, or None when it can."""
+    if dtype_name not in SUPPORTED_DTYPES:
+        return f"tilessm-scan kernel supports {', '.join(SUPPORTED_DTYPES)}, not {dtype_name}"
+    p = case.params
+    if case.name not in DIRECTION_CODES:
+        return f"tilessm-scan kernel has no direction {case.name!r}"
+    if p.steps * p.channels >= _INT32_LIMIT:
+        return "tilessm-scan kernel needs K*C < 2**31 (int32 offsets within one sequence)"
+    if p.channels > _GRID_LIMIT:  # grid dimension 1 holds at least one program per channel
+        return f"tilessm-scan kernel needs channels <= {_GRID_LIMIT}"
+    return None
+
+
+def _check_inputs(inputs: dict[str, torch.Tensor]) -> tuple[int, int, int]:
+    """Shapes (B, K, C), checked once here so the launch path never validates."""
+    tokens = inputs["tokens"]
+    if tokens.dim() != 3:
+        raise ValueError(f"tokens must be [B, K, C], got shape {list(tokens.shape)}")
+    b, k, c = tokens.shape
+    expected = {"tokens": (b, k, c), "init_state": (b, c)}
+    expected.update({n: (c,) for n in ("decay", "input_gain", "output_gain", "state_bias",
+                                        "gate")})
+    for name, shape in expected.items():
+        t = inputs[name]
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous")
+    if k * c >= _INT32_LIMIT or c > _GRID_LIMIT:
+        raise ValueError(f"shape {[b, k, c]} is beyond this kernel's limits")
+    return b, k, c
+
+
+def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> tuple[Any, dict, dict]:
+    """Return ``(fn, outputs, metadata)``; ``fn()`` scans the current ``inputs`` into ``outputs``."""
+    b, k, c = _check_inputs(inputs)
+    direction = DIRECTION_CODES[case.name]
+    merge = MERGE_CODES[case.params.merge]
+    tokens = inputs["tokens"]
+    dev = tokens.device
+    y = torch.empty_like(tokens)
+    # the reference's state dtype: float32 for every supported token dtype
+    state_dtype = torch.promote_types(tokens.dtype, torch.float32)
+    state_f = torch.empty((b, c), dtype=state_dtype, device=dev)
+    state_b = torch.empty((b, c), dtype=state_dtype, device=dev) if direction == 2 else state_f
+    block_k = block_k_for(k)
+    n_chunks = triton.cdiv(k, block_k)
+    # forward carries at chunk starts, used by the bidirectional multi-chunk path only
+    scratch = (b * n_chunks * c) if direction == 2 and n_chunks > 1 else 1
+    carries = torch.empty(scratch, dtype=torch.float32, device=dev)
+    if direction == 2:
+        outputs = {"y": y, "state_fwd": state_f, "state_bwd": state_b}
+    else:
+        outputs = {"y": y, "state": state_f}
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        # one program per (batch row, channel block) for whichever BLOCK_C is picked
+        return (b, triton.cdiv(c, meta["BLOCK_C"]))
+
+    args = (tokens, inputs["decay"], inputs["input_gain"], inputs["output_gain"],
+            inputs["state_bias"], inputs["gate"], inputs["init_state"], y, state_f, state_b,
+            carries, k, c, n_chunks, float(case.params.clamp), DECAY_MIN, DECAY_MAX)
+    meta = {"DIRECTION": direction, "MERGE": merge, "BLOCK_K": block_k}
+    bucket = f"B{b}_K{k}_C{c}_{case.name}_{case.params.merge}_{str(tokens.dtype)[6:]}"
+
+    def fn() -> dict[str, torch.Tensor]:
+        TRACKER.launch("tilessm-scan", _ssm_scan_kernel, grid, bucket, *args, **meta)
+        return outputs
+
+    metadata = {"kernel": "tilessm_chunked_associative_scan", "block_k": block_k,
+                "chunks": n_chunks, "direction": case.name, "merge": case.params.merge,
+                "configs": len(autotune_configs(_CONFIGS))}
+    return fn, outputs, metadata
