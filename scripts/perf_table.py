@@ -1,0 +1,58 @@
+"""Turn apex-bench reports (and a copy-bandwidth measurement) into the perf-notes tables.
+
+Usage: python scripts/perf_table.py --bandwidth bw.json report.json [report.json ...]
+Prints one Markdown table per report: p50 per backend, minimal bytes and FLOPs, the
+roofline floor (minimal bytes / measured copy bandwidth) and the fraction of it reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _us(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms * 1e3:.2f}"
+
+
+def table(report: dict, copy_gbps: float | None) -> str:
+    cells = report["benchmarks"]
+    backends = list(dict.fromkeys(b["backend"] for b in cells))
+    rows: dict[tuple, dict] = {}
+    for b in cells:
+        rows.setdefault((b["workload"], b["case"], b["dtype"]), {})[b["backend"]] = b
+    cfg = report["config"]
+    head = (f"Profile `{cfg['profile']}`, {report['environment'].get('gpu') or 'cpu'}, "
+            f"timing {cfg['timing']['cache']} L2, graph={cfg['timing']['graph']}; p50 in us.\n\n")
+    cols = ["workload", "case", "dtype", *[f"{b} p50" for b in backends], "min bytes", "FLOPs",
+            "floor us", "best / floor"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for (workload, case, dtype), by in rows.items():
+        p50 = {k: (v["stats"] or {}).get("p50_ms") if v["status"] == "ok" else None
+               for k, v in by.items()}
+        texts = [_us(p50.get(b)) if p50.get(b) is not None else by[b]["status"] if b in by else "–"
+                 for b in backends]
+        nbytes = next((v.get("bytes_moved") for v in by.values() if v.get("bytes_moved")), None)
+        flops = next((v.get("flops") for v in by.values() if v.get("flops") is not None), None)
+        floor_ms = nbytes / (copy_gbps * 1e9) * 1e3 if nbytes and copy_gbps else None
+        best = min((v for v in p50.values() if v), default=None)
+        frac = f"{floor_ms / best:.0%}" if floor_ms and best else "–"
+        numbers = [f"{nbytes:,}" if nbytes else "–", f"{flops:,}" if flops is not None else "–",
+                   _us(floor_ms), frac]
+        lines.append("| " + " | ".join([workload, case, dtype, *texts, *numbers]) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bandwidth", help="JSON from scripts/copy_bandwidth.py")
+    parser.add_argument("reports", nargs="+")
+    args = parser.parse_args()
+    copy_gbps = json.load(open(args.bandwidth))["copy_gbps"] if args.bandwidth else None
+    for path in args.reports:
+        print(f"### {path}\n")
+        print(table(json.load(open(path)), copy_gbps))
+
+
+if __name__ == "__main__":
+    main()
