@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 
 def _us(ms: float | None) -> str:
@@ -48,10 +49,10 @@ def main() -> None:
     parser.add_argument("--bandwidth", help="JSON from scripts/copy_bandwidth.py")
     parser.add_argument("reports", nargs="+")
     args = parser.parse_args()
-    copy_gbps = json.load(open(args.bandwidth))["copy_gbps"] if args.bandwidth else None
+    copy_gbps = json.loads(Path(args.bandwidth).read_text())["copy_gbps"] if args.bandwidth else None
     for path in args.reports:
         print(f"### {path}\n")
-        print(table(json.load(open(path)), copy_gbps))
+        print(table(json.loads(Path(path).read_text()), copy_gbps))
 
 
 if __name__ == "__main__":
