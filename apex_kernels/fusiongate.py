@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from apex_core.results import Case
-from apex_kernels.tuning import TRACKER, autotune_configs
+from apex_kernels.tuning import TRACKER, autotune_configs, config_dict
 
 SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 _INT32_LIMIT = 2**31  # offsets inside one image are int32; the batch offset is int64
@@ -31,19 +31,24 @@ def _config(block_p: int, block_c: int, c_iters: int, warps: int) -> triton.Conf
     )
 
 
-# The first config is the one the interpreter runs; it is also a sound GPU default:
-# 8 x 256 fp16 tiles are 4 KiB per tensor per step, 16-byte vectors along W, and at the
-# fixed profile (HW = 16384, C = 128) the grid is 64 x 4 = 256 programs for 132 SMs.
-_CONFIGS = [
-    _config(256, 8, 4, 4),
-    _config(512, 4, 8, 4),
+# Small programs win at the fixed profile (HW = 16384, C = 128): 128 pixels x 8 channels
+# with 2 warps makes 2048 programs, enough loads in flight on 132 SMs to hide DRAM
+# latency (H100, cold L2, graph replay: 10.8 us, against 11.1-22.5 us for programs of
+# 4k-32k elements). At 4 x 128 x 512 x 512 every config measured within 5 % of the best,
+# 98 % of a same-size copy. Every shape here leaves room for 16-byte vectors along W.
+# The first config is also the one the interpreter runs.
+CONFIGS = [
+    _config(128, 8, 1, 2),
+    _config(256, 8, 1, 4),
+    _config(128, 16, 1, 4),
     _config(128, 16, 2, 4),
     _config(256, 16, 2, 8),
+    _config(256, 8, 4, 4),
     _config(512, 8, 4, 8),
-    _config(1024, 4, 4, 8),
-    _config(256, 8, 16, 4),
-    _config(128, 8, 1, 2),
+    _config(64, 16, 1, 2),
 ]
+# the narrowest channel group (8 channels) must keep grid dimension 1 within its limit
+_MAX_CHANNELS = _GRID_LIMIT * min(c.kwargs["BLOCK_C"] * c.kwargs["C_ITERS"] for c in CONFIGS)
 
 
 @triton.jit
@@ -62,7 +67,7 @@ def _softplus(w):
     return tl.maximum(w, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(w)))
 
 
-@triton.autotune(configs=autotune_configs(_CONFIGS), key=["HW", "C"])
+@triton.autotune(configs=autotune_configs(CONFIGS), key=["HW", "C"])
 @triton.jit
 def _fusiongate_kernel(
     boundary_ptr, uncertainty_ptr, base_ptr, detail_ptr, wb_ptr, wu_ptr, bias_ptr,
@@ -111,6 +116,8 @@ def supports(case: Case, dtype_name: str) -> str | None:
         return "fusiongate kernel needs C*H*W < 2**31 (int32 offsets within one image)"
     if p.batch > _GRID_LIMIT:
         return f"fusiongate kernel needs batch <= {_GRID_LIMIT} (grid dimension 2)"
+    if p.channels > _MAX_CHANNELS:
+        return f"fusiongate kernel needs channels <= {_MAX_CHANNELS} (grid dimension 1)"
     return None
 
 
@@ -130,13 +137,17 @@ def _check_inputs(inputs: dict[str, torch.Tensor]) -> tuple[int, int, int, int]:
             raise ValueError(f"{name} must be contiguous (the kernel assumes NCHW strides)")
     if inputs["detail"].dtype != base.dtype:
         raise ValueError(f"detail is {inputs['detail'].dtype}, base is {base.dtype}")
-    if c * h * w >= _INT32_LIMIT or b > _GRID_LIMIT:
+    if c * h * w >= _INT32_LIMIT or b > _GRID_LIMIT or c > _MAX_CHANNELS:
         raise ValueError(f"shape {[b, c, h, w]} is beyond this kernel's limits")
     return b, c, h, w
 
 
-def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> tuple[Any, dict, dict]:
-    """Return ``(fn, outputs, metadata)``; ``fn()`` gates the current ``inputs`` into ``outputs``."""
+def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
+                  config: triton.Config | None = None) -> tuple[Any, dict, dict]:
+    """Return ``(fn, outputs, metadata)``; ``fn()`` gates the current ``inputs`` into ``outputs``.
+
+    ``config`` pins one of ``CONFIGS`` instead of autotuning (tests use it to run each).
+    """
     b, c, h, w = _check_inputs(inputs)
     base = inputs["base"]
     alpha = torch.empty((b, 1, h, w), dtype=base.dtype, device=base.device)
@@ -153,10 +164,16 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> tuple[Any, dic
             inputs["wb"], inputs["wu"], inputs["bias"], alpha, fused, c, hw)
     bucket = f"B{b}_C{c}_HW{hw}_{str(base.dtype).removeprefix('torch.')}"
 
+    if config is None:
+        kernel, pinned = _fusiongate_kernel, {}
+    else:  # the bare jit function under the autotuner, with the config's meta-parameters
+        kernel, pinned = _fusiongate_kernel.fn, config_dict(config)
+
     def fn() -> dict[str, torch.Tensor]:
-        TRACKER.launch("fusiongate", _fusiongate_kernel, grid, bucket, *args)
+        TRACKER.launch("fusiongate", kernel, grid, bucket, *args,
+                       heuristic_config=pinned or None, **pinned)
         return outputs
 
-    metadata = {"kernel": "fusiongate_single_pass", "configs": len(autotune_configs(_CONFIGS)),
-                "autotune_key": ["HW", "C"]}
+    metadata = {"kernel": "fusiongate_single_pass", "autotune_key": ["HW", "C"],
+                "configs": 1 if pinned else len(autotune_configs(CONFIGS)), "pinned": pinned}
     return fn, outputs, metadata

@@ -1,0 +1,198 @@
+"""The fusiongate and tilessm-scan Triton kernels against their references, in the interpreter."""
+
+import os
+
+# The interpreter must be chosen before triton is imported anywhere in this process.
+os.environ["TRITON_INTERPRET"] = "1"
+
+import json  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import apex_core  # noqa: E402
+import apex_kernels  # noqa: E402
+from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
+from apex_core.interfaces import Workload  # noqa: E402
+from apex_core.results import Status  # noqa: E402
+from apex_core.workloads.fusiongate import FusionGate  # noqa: E402
+from apex_core.workloads.tilessm_scan import TileSSMScan  # noqa: E402
+from apex_kernels import fusiongate as gate_kernels  # noqa: E402
+from apex_kernels import tilessm_scan as scan_kernels  # noqa: E402
+from apex_kernels.tuning import TRACKER  # noqa: E402
+
+CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
+
+
+def config_id(config: Any) -> str:
+    return "-".join(f"{k}{v}" for k, v in config.kwargs.items()) + f"-w{config.num_warps}"
+
+
+def check_launcher(workload: Workload, module: ModuleType, overrides: dict[str, Any],
+                   dtype_name: str, case_names: tuple[str, ...] | None = None,
+                   **factory_kwargs: Any) -> None:
+    """Build every (selected) case, call its launcher CALLS times on fresh inputs, compare each."""
+    params = workload.make_params("smoke", overrides)
+    cases = [c for c in workload.cases(params) if case_names is None or c.name in case_names]
+    assert cases
+    dtype = DTYPES[dtype_name]
+    for case in cases:
+        assert module.supports(case, dtype_name) is None
+        inputs = workload.make_inputs(case, "cpu", dtype, seed=100)
+        fn, outputs, metadata = module.make_launcher(case, inputs, **factory_kwargs)
+        json.dumps(metadata)  # metadata must be JSON-able
+        buffers = {name: t.data_ptr() for name, t in outputs.items()}
+        for call in range(CALLS):
+            fresh = workload.make_inputs(case, "cpu", dtype, seed=101 + call)
+            for name, tensor in inputs.items():
+                tensor.copy_(fresh[name])  # in place, as the runner refreshes inputs
+            poison_(outputs)
+            got = fn()
+            reference = workload.reference(case, upcast_inputs(inputs, torch.float64))
+            assert set(got) == set(reference)
+            assert {name: t.data_ptr() for name, t in got.items()} == buffers
+            for name, ref in reference.items():
+                assert got[name].dtype == ref.dtype or ref.dtype == torch.float64
+            accuracy = compare_outputs(got, reference, workload.tolerance(dtype_name), "check")
+            assert accuracy.passed, f"{case.name} {overrides} {dtype_name} call {call}: " \
+                f"{accuracy.message}"
+
+
+# --- fusiongate -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16", "bf16"])
+def test_fusiongate_smoke(dtype_name: str) -> None:
+    check_launcher(FusionGate(), gate_kernels, {}, dtype_name)
+
+
+@pytest.mark.parametrize(("overrides", "dtype_name"), [
+    ({"batch": 2, "channels": 3, "height": 5, "width": 7}, "fp32"),  # HW = 35: masked tail
+    ({"batch": 2, "channels": 5, "height": 9, "width": 33}, "fp16"),  # C not a block multiple
+    ({"channels": 40, "height": 4, "width": 4}, "fp32"),  # several channel groups
+])
+def test_fusiongate_odd_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
+    check_launcher(FusionGate(), gate_kernels, overrides, dtype_name)
+
+
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+def test_fusiongate_mostly_nonfinite_proxies(dtype_name: str) -> None:
+    check_launcher(FusionGate(), gate_kernels, {"nonfinite_fraction": 0.6}, dtype_name)
+
+
+@pytest.mark.parametrize("config", gate_kernels.CONFIGS, ids=config_id)
+def test_fusiongate_every_autotune_config_covers_the_output(config: Any) -> None:
+    # The interpreter autotunes over the first config only: pin each one in turn.
+    check_launcher(FusionGate(), gate_kernels,
+                   {"batch": 2, "channels": 37, "height": 3, "width": 11}, "fp32", config=config)
+
+
+# --- tilessm-scan ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("merge", ["sum", "avg", "gated"])
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+def test_scan_every_case_and_merge(merge: str, dtype_name: str) -> None:
+    check_launcher(TileSSMScan(), scan_kernels, {"merge": merge}, dtype_name)
+
+
+def test_scan_bf16() -> None:
+    check_launcher(TileSSMScan(), scan_kernels, {"merge": "gated", "channels": 5}, "bf16")
+
+
+@pytest.mark.parametrize(("overrides", "dtype_name"), [
+    ({"steps": 1, "channels": 3}, "fp32"),
+    ({"steps": 1, "channels": 5, "batch": 2, "merge": "avg"}, "fp16"),
+    ({"steps": 7, "channels": 5, "batch": 2}, "fp32"),  # K not a power of two
+    ({"steps": 23, "channels": 3, "merge": "gated"}, "fp16"),  # K above MIN_BLOCK_K
+    ({"steps": 5, "channels": 19, "clamp": 0.5}, "fp32"),  # clamp binds on ordinary tokens
+])
+def test_scan_odd_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
+    check_launcher(TileSSMScan(), scan_kernels, overrides, dtype_name)
+
+
+@pytest.mark.parametrize("merge", ["sum", "avg", "gated"])
+def test_scan_several_chunks(merge: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks of 4 steps make K = 11 three chunks (the last one partial) without the
+    # interpreter cost of K > MAX_BLOCK_K; carries cross chunks in both directions.
+    monkeypatch.setattr(scan_kernels, "MAX_BLOCK_K", 4)
+    overrides = {"steps": 11, "channels": 3, "batch": 2, "merge": merge}
+    check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32")
+    check_launcher(TileSSMScan(), scan_kernels, {**overrides, "steps": 8}, "fp16",
+                   case_names=("bidirectional",))
+
+
+def test_scan_longer_than_the_real_chunk() -> None:
+    overrides = {"steps": scan_kernels.MAX_BLOCK_K + 1, "channels": 3, "merge": "gated"}
+    case = TileSSMScan().cases(TileSSMScan().make_params("smoke", overrides))[2]
+    inputs = TileSSMScan().make_inputs(case, "cpu", torch.float32, seed=0)
+    assert scan_kernels.make_launcher(case, inputs)[2]["chunks"] == 2
+    # bidirectional runs both sweeps, so it covers the forward and backward chunk walks too
+    check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32", case_names=("bidirectional",))
+
+
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+def test_scan_mostly_nonfinite_tokens(dtype_name: str) -> None:
+    check_launcher(TileSSMScan(), scan_kernels,
+                   {"nonfinite_fraction": 0.6, "steps": 9, "merge": "avg"}, dtype_name)
+
+
+@pytest.mark.parametrize("config", scan_kernels.CONFIGS, ids=config_id)
+def test_scan_every_autotune_config_covers_the_output(config: Any) -> None:
+    check_launcher(TileSSMScan(), scan_kernels, {"channels": 37, "steps": 5, "batch": 2},
+                   "fp32", case_names=("backward", "bidirectional"), config=config)
+
+
+# --- both -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [gate_kernels, scan_kernels], ids=lambda m: m.__name__)
+def test_supports_names_the_dtypes(module: ModuleType) -> None:
+    workload = FusionGate() if module is gate_kernels else TileSSMScan()
+    case = workload.cases(workload.make_params("smoke"))[0]
+    for dtype_name in ("fp32", "fp16", "bf16"):
+        assert module.supports(case, dtype_name) is None
+    reason = module.supports(case, "fp8")
+    assert reason and "fp8" in reason
+
+
+def test_scan_rejects_a_clamp_beyond_float32() -> None:
+    workload = TileSSMScan()
+    case = workload.cases(workload.make_params("smoke", {"clamp": 1e39}))[0]
+    reason = scan_kernels.supports(case, "fp16")
+    assert reason and "clamp" in reason
+    with pytest.raises(ValueError, match="clamp"):
+        scan_kernels.make_launcher(case, workload.make_inputs(case, "cpu", torch.float16, 0))
+
+
+def test_launches_are_tracked() -> None:
+    TRACKER.reset()
+    workload = TileSSMScan()
+    case = workload.cases(workload.make_params("smoke"))[0]
+    fn, _, _ = scan_kernels.make_launcher(case, workload.make_inputs(case, "cpu", torch.float32, 0))
+    fn()
+    fn()
+    (record,) = TRACKER.snapshot()
+    assert record["op_name"] == "tilessm-scan"
+    assert record["launches"] == 2
+    assert record["selection_source"] == "triton_best_config"
+    assert record["selected_config"]["BLOCK_C"] == scan_kernels.CONFIGS[0].kwargs["BLOCK_C"]
+
+
+def test_end_to_end_through_the_triton_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = {"fusiongate": "apex_kernels.fusiongate:make_launcher",
+               "tilessm-scan": "apex_kernels.tilessm_scan:make_launcher"}
+    for name, target in entries.items():
+        if name not in apex_kernels.KERNELS:
+            monkeypatch.setitem(apex_kernels.KERNELS, name, target)
+    timing = apex_core.TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05)
+    report = apex_core.run(workloads=["fusiongate", "tilessm-scan"], backends=["triton"],
+                           device="cpu", profile="smoke", isolation="inline", timing=timing)
+    cells = {(c.workload, c.case): c for c in report.cells}
+    assert set(cells) == {("fusiongate", "default"), ("tilessm-scan", "forward"),
+                          ("tilessm-scan", "backward"), ("tilessm-scan", "bidirectional")}
+    for cell in cells.values():
+        assert cell.status == Status.OK, f"{cell.key}: {cell.status} {cell.reason}"
+        assert all(a.passed for a in cell.accuracy)
