@@ -8,6 +8,9 @@ imports triton.
 """
 
 KERNELS: dict[str, str] = {
+    "tilepack": "apex_kernels.tilepack:make_launcher",
+    "tileunpack": "apex_kernels.tileunpack:make_launcher",
+    "tile-stage1": "apex_kernels.tile_stage1:make_launcher",
     "fusiongate": "apex_kernels.fusiongate:make_launcher",
     "tilessm-scan": "apex_kernels.tilessm_scan:make_launcher",
 }

@@ -54,6 +54,9 @@ def supports(case: Case, dtype_name: str) -> str | None:
     return dtype_reason("tilepack", dtype_name)
 
 
+# Pixels per channel one program covers; bigger tiles are split into row chunks.
+PIXEL_BUDGET = 512
+
 # BLOCK_C channels x one tile (or RB rows of it) per program: 64 pixels at t = 8, so the
 # block holds 256..4096 elements; small blocks give more programs when B*K is small.
 _CONFIGS = [
@@ -94,14 +97,14 @@ def _tilepack_kernel(features, idx, packed, C, H, W, K,
     tl.store(packed + dst, vals, mask=mask)
 
 
-def tile_rows_per_program(tile_size: int, budget: int = 512) -> tuple[int, int]:
+def tile_rows_per_program(tile_size: int) -> tuple[int, int]:
     """``(TP, RB)``: the padded tile width and how many tile rows one program handles.
 
     A whole tile per program up to t = 16; bigger tiles are split into row chunks
-    so one channel's block stays near ``budget`` elements.
+    so one channel's block stays near PIXEL_BUDGET elements.
     """
     tp = triton.next_power_of_2(tile_size)
-    return tp, min(tp, max(1, budget // tp))
+    return tp, min(tp, max(1, PIXEL_BUDGET // tp))
 
 
 def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:

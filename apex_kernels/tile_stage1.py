@@ -1,0 +1,159 @@
+"""Triton tile-stage1: pack, gated pointwise op and unpack fused into one pass over the map.
+
+Each program owns a band of the image that lies inside one row of tiles: RB pixel
+rows x NTB whole tiles, and CB steps of BLOCK_C channels. It decides once which of
+its tiles are selected (a histogram of the K selected ids over its NTB tile ids),
+then reads x once and writes out once: ``(x*vs + vb) * max(x*gs + gb, 0)`` on
+selected tiles, ``x`` elsewhere. No mask tensor, no scatter, no second launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from apex_core.results import Case
+from apex_kernels.tilepack import Launcher, check_data_tensors, dtype_reason, shape_bucket
+from apex_kernels.tuning import TRACKER, autotune_configs
+
+# Selected ids binned per vector step; larger K is binned in chunks.
+MAX_KC = 1024
+# Pixels per channel a program covers (columns x rows), before BLOCK_C multiplies it.
+COLUMN_BUDGET = 128
+PIXEL_BUDGET = 1024
+
+
+def supports(case: Case, dtype_name: str) -> str | None:
+    """Reason tile-stage1 cannot run this case in ``dtype_name``, or None."""
+    return dtype_reason("tile-stage1", dtype_name)
+
+
+# The band is ~1024 pixels per channel at t = 8 (8 rows x 128 columns); a program does
+# CB steps of BLOCK_C channels, reusing its selection for all of them (at large K the
+# id compares are then amortised over many channels); CB * BLOCK_C = 1 gives the most
+# programs at small profiles.
+_CONFIGS = [
+    triton.Config({"BLOCK_C": 2, "CB": 2}, num_warps=4),
+    triton.Config({"BLOCK_C": 1, "CB": 1}, num_warps=2),
+    triton.Config({"BLOCK_C": 2, "CB": 1}, num_warps=4),
+    triton.Config({"BLOCK_C": 4, "CB": 1}, num_warps=4),
+    triton.Config({"BLOCK_C": 4, "CB": 4}, num_warps=4),
+    triton.Config({"BLOCK_C": 8, "CB": 4}, num_warps=8),
+    triton.Config({"BLOCK_C": 4, "CB": 16}, num_warps=4),
+    triton.Config({"BLOCK_C": 8, "CB": 16}, num_warps=8),
+]
+
+
+@triton.jit
+def _selected(idx, row0, K, first_tile, NTB: tl.constexpr, KC: tl.constexpr):
+    """Whether each of the NTB tile ids from ``first_tile`` is among ``idx[row0:row0+K]``."""
+    count = tl.zeros([NTB], tl.int32)
+    for k0 in range(0, K, KC):
+        kk = k0 + tl.arange(0, KC)
+        pos = tl.load(idx + row0 + kk, mask=kk < K, other=-1) - first_tile
+        # a histogram of the in-band ids keeps the ids in a 1-D layout; an [NTB, KC]
+        # compare replicated the id loads across threads and saturated L1 (ncu, H200)
+        count += tl.histogram(pos, NTB, mask=(kk < K) & (pos >= 0) & (pos < NTB))
+    return count > 0
+
+
+@triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.jit
+def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
+                   T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr,
+                   KC: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Axis 0: (b, tile row, row chunk, tile-column block); axis 1: CB channel blocks."""
+    CHUNKS: tl.constexpr = (T + RB - 1) // RB
+    per_row = W // T
+    tile_rows = H // T
+    col_blocks = tl.cdiv(per_row, NTB)
+    pid = tl.program_id(0)
+    cb = pid % col_blocks
+    rest = pid // col_blocks
+    chunk = rest % CHUNKS
+    rest = rest // CHUNKS
+    ty = rest % tile_rows
+    b = rest // tile_rows
+    tcol = cb * NTB + tl.arange(0, NTB)
+    dy = chunk * RB + tl.arange(0, RB)
+    dx = tl.arange(0, TP)
+    # [BLOCK_C, RB, NTB, TP]: dx innermost and whole tiles side by side, so a row of
+    # the band is one contiguous run of NTB * t elements
+    y4 = (ty * T + dy)[None, :, None, None]
+    x4 = (tcol[:, None] * T + dx[None, :])[None, None, :, :]
+    col_ok = (tcol[:, None] < per_row) & (dx[None, :] < T)
+    pix_ok = (dy < T)[None, :, None, None] & col_ok[None, None, :, :]
+    c = tl.program_id(1) * CB * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (c < C)[:, None, None, None] & pix_ok
+    offs = ((b.to(tl.int64) * C + c[:, None, None, None]) * H + y4) * W + x4
+    # issued before the id compares so its DRAM latency overlaps them
+    xv = tl.load(x + offs, mask=mask)
+    keep = _selected(idx, b * K, K, ty * per_row + cb * NTB, NTB, KC)[None, None, :, None]
+    for i in tl.static_range(CB):
+        if i > 0:
+            c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
+            mask = (c < C)[:, None, None, None] & pix_ok
+            offs = ((b.to(tl.int64) * C + c[:, None, None, None]) * H + y4) * W + x4
+            xv = tl.load(x + offs, mask=mask)
+        cm = c < C
+        v_scale = tl.load(vs + c, mask=cm).to(tl.float32)[:, None, None, None]
+        v_shift = tl.load(vb + c, mask=cm).to(tl.float32)[:, None, None, None]
+        g_scale = tl.load(gs + c, mask=cm).to(tl.float32)[:, None, None, None]
+        g_shift = tl.load(gb + c, mask=cm).to(tl.float32)[:, None, None, None]
+        xf = xv.to(tl.float32)
+        res = (xf * v_scale + v_shift) * tl.maximum(xf * g_scale + g_shift, 0.0)
+        # unselected pixels store the loaded value itself: an exact copy in every dtype
+        tl.store(out + offs, tl.where(keep, res.to(out.dtype.element_ty), xv), mask=mask)
+
+
+def band_shape(tile_size: int, tiles_per_row: int) -> tuple[int, int, int]:
+    """``(TP, RB, NTB)``: padded tile width, pixel rows and whole tiles per program.
+
+    About COLUMN_BUDGET columns (NTB tiles side by side) and PIXEL_BUDGET pixels per
+    channel; tiles taller than that budget are split into row chunks.
+    """
+    tp = triton.next_power_of_2(tile_size)
+    ntb = min(triton.next_power_of_2(tiles_per_row), max(1, COLUMN_BUDGET // tp))
+    rb = min(tp, max(1, PIXEL_BUDGET // (ntb * tp)))
+    return tp, rb, ntb
+
+
+def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
+    """Allocate ``out`` once; return the launch closure, the outputs and the launch metadata."""
+    names = ("x", "idx", "vs", "vb", "gs", "gb")
+    check_data_tensors("tile-stage1", {n: inputs[n] for n in names})
+    x, idx, vs, vb, gs, gb = (inputs[n] for n in names)
+    b, c, h, w = x.shape
+    k, t = idx.shape[1], case.params.tile_size
+    per_row = w // t
+    tp, rb, ntb = band_shape(t, per_row)
+    kc = min(triton.next_power_of_2(k), MAX_KC)
+    programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
+    out = torch.empty_like(x)
+    outputs = {"out": out}
+    bucket = shape_bucket(b, c, h, w, t, k)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        # sized from the config the autotuner actually runs, never from a fixed block
+        return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+    def launch() -> dict[str, torch.Tensor]:
+        TRACKER.launch("tile-stage1", _stage1_kernel, grid, bucket,
+                       x, idx, vs, vb, gs, gb, out, c, h, w, k,
+                       T=t, TP=tp, RB=rb, NTB=ntb, KC=kc)
+        return outputs
+
+    metadata = {
+        "kernel": "_stage1_kernel",
+        "decomposition": "axis0 = (b, tile row, row chunk, tile-column block), axis1 = CB channel blocks",
+        "programs_axis0": programs_axis0,
+        "TP": tp,
+        "RB": rb,
+        "NTB": ntb,
+        "KC": kc,
+        "autotuned": ["BLOCK_C", "CB", "num_warps"],
+    }
+    return launch, outputs, metadata

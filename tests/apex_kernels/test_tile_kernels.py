@@ -1,0 +1,218 @@
+"""The tile kernels (tilepack, tileunpack, tile-stage1) in the Triton interpreter, against the references."""
+
+import os
+
+# Must precede any triton import: triton.jit reads it when a kernel is decorated, and
+# apex_kernels.tuning.autotune_configs keeps one config per kernel under it.
+os.environ["TRITON_INTERPRET"] = "1"
+
+import json  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+pytest.importorskip("triton")
+
+import apex_core  # noqa: E402
+import apex_kernels  # noqa: E402
+from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
+from apex_core.interfaces import Workload  # noqa: E402
+from apex_core.results import Status  # noqa: E402
+from apex_core.timing import TimingOptions  # noqa: E402
+from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
+from apex_core.workloads.tilepack import TilePack  # noqa: E402
+from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
+from apex_kernels import tile_stage1, tilepack, tileunpack  # noqa: E402
+
+FACTORIES = {
+    "tilepack": "apex_kernels.tilepack:make_launcher",
+    "tileunpack": "apex_kernels.tileunpack:make_launcher",
+    "tile-stage1": "apex_kernels.tile_stage1:make_launcher",
+}
+
+# Overrides on the smoke profile (B1 C8 H16 W16 t4 K6): K = 1, batch 2, C not a power
+# of two, non-square maps, tile sizes 2, 3, 4 and 8.
+SHAPES = {
+    "smoke": {},
+    "k1-b2-c3-t2": {"batch": 2, "channels": 3, "height": 8, "width": 12, "tile_size": 2, "kmax": 1},
+    "c6-t8-wide": {"channels": 6, "height": 16, "width": 24, "tile_size": 8, "kmax": 5},
+    "c5-t3-tall": {"channels": 5, "height": 9, "width": 6, "tile_size": 3, "kmax": 4},
+}
+SHAPE_DTYPES = [(shape, dtype) for shape in SHAPES for dtype in ("fp32", "fp16")] + [("smoke", "bf16")]
+
+Mutate = Callable[[dict[str, torch.Tensor]], None]
+
+
+def check_repeated(workload: Workload, case_name: str, dtype_name: str, module,
+                   overrides: dict | None = None, mutate: Mutate | None = None, calls: int = 3) -> dict:
+    """Call the launcher ``calls`` times on fresh inputs with poisoned outputs; check every call."""
+    params = workload.make_params("smoke", overrides or {})
+    case = next(c for c in workload.cases(params) if c.name == case_name)
+    dtype = DTYPES[dtype_name]
+    inputs = workload.make_inputs(case, "cpu", dtype, seed=0)
+    fn, outputs, metadata = module.make_launcher(case, inputs)
+    json.dumps(metadata)  # the backend stores it in the report
+    for call in range(calls):
+        fresh = workload.make_inputs(case, "cpu", dtype, seed=100 + call)
+        if mutate is not None:
+            mutate(fresh)
+        workload.validate_inputs(case, fresh)
+        for name, tensor in fresh.items():
+            inputs[name].copy_(tensor)  # in place, as the runner refreshes them
+        poison_(outputs)
+        result = fn()
+        assert set(result) == set(outputs)
+        assert all(result[name] is outputs[name] for name in outputs), "outputs must be the buffers"
+        reference = workload.reference(case, upcast_inputs(inputs, torch.float64))
+        accuracy = compare_outputs(result, reference, workload.tolerance(dtype_name), f"call {call}")
+        assert accuracy.passed, f"call {call}: {accuracy.message}"
+    return metadata
+
+
+# --- tilepack ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
+def test_tilepack_matches_reference(shape: str, dtype_name: str) -> None:
+    check_repeated(TilePack(), "default", dtype_name, tilepack, SHAPES[shape])
+
+
+def test_tilepack_duplicate_indices() -> None:
+    def duplicates(inputs: dict[str, torch.Tensor]) -> None:
+        idx = inputs["idx"]
+        idx[:, : idx.shape[1] // 2] = idx[:, -1:]  # half the row repeats the last id
+
+    check_repeated(TilePack(), "default", "fp32", tilepack, {"kmax": 7}, duplicates)
+
+
+def test_tilepack_tall_tiles_split_into_row_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tilepack, "PIXEL_BUDGET", 8)  # t = 8 -> 1 row per program
+    metadata = check_repeated(TilePack(), "default", "fp16", tilepack, SHAPES["c6-t8-wide"])
+    assert metadata["RB"] == 1
+
+
+# --- tileunpack -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case_name", ["override", "blend", "overlap"])
+@pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
+def test_tileunpack_matches_reference(case_name: str, shape: str, dtype_name: str) -> None:
+    check_repeated(TileUnpack(), case_name, dtype_name, tileunpack, SHAPES[shape])
+
+
+def stacked_tied_tiles(inputs: dict[str, torch.Tensor]) -> None:
+    """Every tile one pixel apart on the diagonal, all at one level: deep overlaps, all ties."""
+    origins, levels = inputs["origins"], inputs["levels"]
+    t = inputs["packed"].shape[-1]
+    height, width = inputs["base"].shape[-2:]
+    k = torch.arange(origins.shape[1], dtype=origins.dtype)
+    origins[..., 0] = (k % (height - t + 1))[None]
+    origins[..., 1] = (k % (width - t + 1))[None]
+    levels.fill_(2)
+
+
+def aligned_tied_duplicates(inputs: dict[str, torch.Tensor]) -> None:
+    """Every tile on the same aligned origin, levels tied in pairs: the last of the top level wins."""
+    origins, levels = inputs["origins"], inputs["levels"]
+    origins[:] = origins[:, :1]
+    levels[:] = (torch.arange(levels.shape[1], dtype=levels.dtype) // 2 % 3)[None]
+
+
+@pytest.mark.parametrize("case_name", ["overlap", "blend"])
+def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None:
+    mutate = stacked_tied_tiles if case_name == "overlap" else aligned_tied_duplicates
+    check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
+
+
+def test_tileunpack_override_duplicates_with_ties() -> None:
+    check_repeated(TileUnpack(), "override", "fp16", tileunpack, {"kmax": 7}, aligned_tied_duplicates)
+
+
+@pytest.mark.parametrize("case_name", ["override", "blend", "overlap"])
+def test_tileunpack_walks_many_tiles_in_chunks(case_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # K = 9 -> 5 chunks, the last one partial: the keys no longer fit in registers, and
+    # each step of the priority walk rescans them from memory
+    monkeypatch.setattr(tileunpack, "MAX_KC", 2)
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9})
+    assert (metadata["KC"], metadata["ONE_CHUNK"]) == (2, False)
+
+
+def test_tileunpack_blend_with_alpha_at_the_bounds() -> None:
+    for alpha in (0.0, 1.0):
+        check_repeated(TileUnpack(), "blend", "fp32", tileunpack, {},
+                       lambda inputs, a=alpha: inputs["alpha"].fill_(a), calls=1)
+
+
+# --- tile-stage1 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
+def test_tile_stage1_matches_reference(shape: str, dtype_name: str) -> None:
+    check_repeated(TileStage1(), "default", dtype_name, tile_stage1, SHAPES[shape])
+
+
+def test_tile_stage1_every_tile_selected() -> None:
+    check_repeated(TileStage1(), "default", "fp16", tile_stage1, {"height": 8, "width": 8, "kmax": 64})
+
+
+def test_tile_stage1_small_bands(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one tile per band, two rows per band, ids binned two at a time
+    monkeypatch.setattr(tile_stage1, "COLUMN_BUDGET", 4)
+    monkeypatch.setattr(tile_stage1, "PIXEL_BUDGET", 8)
+    monkeypatch.setattr(tile_stage1, "MAX_KC", 2)
+    metadata = check_repeated(TileStage1(), "default", "fp32", tile_stage1, {"kmax": 5})
+    assert (metadata["NTB"], metadata["RB"], metadata["KC"]) == (1, 2, 2)
+
+
+# --- support and the backend ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("module", "workload"),
+                         [(tilepack, TilePack()), (tileunpack, TileUnpack()), (tile_stage1, TileStage1())])
+def test_supports_names_the_dtype(module, workload: Workload) -> None:
+    case = workload.cases(workload.make_params("smoke"))[0]
+    assert all(module.supports(case, name) is None for name in ("fp32", "fp16", "bf16"))
+    reason = module.supports(case, "fp8")
+    assert reason and "fp8" in reason and "fp16" in reason
+
+
+def test_launcher_rejects_an_unsupported_tensor_dtype() -> None:
+    workload = TilePack()
+    case = workload.cases(workload.make_params("smoke"))[0]
+    inputs = workload.make_inputs(case, "cpu", torch.float64, seed=0)
+    with pytest.raises(ValueError, match="float64"):
+        tilepack.make_launcher(case, inputs)
+
+
+@pytest.fixture()
+def tile_kernels_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, path in FACTORIES.items():
+        if name not in apex_kernels.KERNELS:
+            monkeypatch.setitem(apex_kernels.KERNELS, name, path)
+
+
+def test_triton_backend_reports_fp8_unsupported(tile_kernels_registered: None) -> None:
+    from adapters.triton_backend import TritonBackend
+
+    workload = TileUnpack()
+    case = workload.cases(workload.make_params("smoke"))[1]
+    support = TritonBackend().supports(workload, case, "fp8")
+    assert not support.ok and "fp8" in support.reason
+
+
+def test_end_to_end_through_the_triton_backend(tile_kernels_registered: None) -> None:
+    report = apex_core.run(
+        workloads=list(FACTORIES), backends=["triton"], device="cpu", profile="smoke",
+        dtypes=["fp32", "fp16"], isolation="inline",
+        timing=TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05),
+    )
+    cells = {(c.workload, c.case, c.dtype): c for c in report.cells}
+    expected = {(w, case, d) for w, cases in (("tilepack", ["default"]),
+                                              ("tileunpack", ["override", "blend", "overlap"]),
+                                              ("tile-stage1", ["default"]))
+                for case in cases for d in ("fp32", "fp16")}
+    assert set(cells) == expected
+    for key, cell in cells.items():
+        assert cell.status == Status.OK, f"{key}: {cell.status} {cell.reason}"
+        assert len(cell.accuracy) >= 2 and all(a.passed for a in cell.accuracy), key
