@@ -13,4 +13,5 @@ KERNELS: dict[str, str] = {
     "tile-stage1": "apex_kernels.tile_stage1:make_launcher",
     "fusiongate": "apex_kernels.fusiongate:make_launcher",
     "tilessm-scan": "apex_kernels.tilessm_scan:make_launcher",
+    "ff-infer": "apex_kernels.ff_infer:make_launcher",
 }

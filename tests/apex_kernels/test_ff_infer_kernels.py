@@ -1,0 +1,141 @@
+"""The ff-infer Triton fast path against the workload's reference, in the interpreter."""
+
+import os
+
+# The interpreter must be chosen before triton is imported anywhere in this process.
+os.environ["TRITON_INTERPRET"] = "1"
+
+import json  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import apex_core  # noqa: E402
+import apex_kernels  # noqa: E402
+from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
+from apex_core.results import Case, Status  # noqa: E402
+from apex_core.workloads.ff_infer import FFInfer, select_tiles  # noqa: E402
+from apex_kernels import ff_infer as kernels  # noqa: E402
+from apex_kernels.tuning import TRACKER  # noqa: E402
+
+WORKLOAD = FFInfer()
+CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
+# B = 2, C not a power of two, a non-square map; tile_size 2 makes level-1 tiles 2 x 2
+SMALL = {"batch": 2, "channels": 6, "height": 16, "width": 24, "tile_size": 2, "hidden": 16}
+# tile side 6 and 3: pixel counts that are not powers of two, so the pixel masks matter
+ODD_TILES = {"channels": 5, "height": 12, "width": 24, "tile_size": 3, "budget_b1": 8,
+             "budget_b2": 3, "budget_total": 12, "hidden": 16}
+
+
+def case_of(overrides: dict[str, Any]) -> Case:
+    return WORKLOAD.cases(WORKLOAD.make_params("smoke", overrides))[0]
+
+
+def check_launcher(overrides: dict[str, Any], dtype_name: str, calls: int = CALLS,
+                   **factory_kwargs: Any) -> None:
+    """Call the launcher ``calls`` times on fresh inputs and poisoned outputs; compare each."""
+    case = case_of(overrides)
+    assert kernels.supports(case, dtype_name) is None
+    dtype = DTYPES[dtype_name]
+    inputs = WORKLOAD.make_inputs(case, "cpu", dtype, seed=100)
+    fn, outputs, metadata = kernels.make_launcher(case, inputs, **factory_kwargs)
+    json.dumps(metadata)  # metadata must be JSON-able
+    buffers = {name: t.data_ptr() for name, t in outputs.items()}
+    for call in range(calls):
+        fresh = WORKLOAD.make_inputs(case, "cpu", dtype, seed=101 + call)
+        for name, tensor in inputs.items():
+            tensor.copy_(fresh[name])  # in place, as the runner refreshes inputs
+        poison_(outputs)
+        got = fn()
+        reference = WORKLOAD.reference(case, upcast_inputs(inputs, torch.float64))
+        assert set(got) == set(reference) == {"fused", "alpha"}
+        assert {name: t.data_ptr() for name, t in got.items()} == buffers
+        assert all(t.dtype == dtype for t in got.values())
+        accuracy = compare_outputs(got, reference, WORKLOAD.tolerance(dtype_name), "check")
+        assert accuracy.passed, f"{overrides} {dtype_name} call {call}: {accuracy.message}"
+
+
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+def test_smoke_profile(dtype_name: str) -> None:
+    check_launcher({}, dtype_name)
+
+
+def test_smoke_profile_bf16() -> None:
+    check_launcher({}, "bf16", calls=1)
+
+
+@pytest.mark.parametrize(("overrides", "dtype_name"), [
+    (SMALL, "fp32"),
+    (ODD_TILES, "fp16"),
+])
+def test_other_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
+    check_launcher(overrides, dtype_name)
+
+
+@pytest.mark.parametrize("index", range(max(map(len, (kernels.MEAN_CONFIGS, kernels.DW_CONFIGS,
+                                                      kernels.NORM_CONFIGS)))))
+def test_every_config_covers_the_output(index: int) -> None:
+    # The interpreter autotunes over the first config only: pin config i of each kernel.
+    check_launcher({**SMALL, "channels": 37, "tile_size": 4, "batch": 1}, "fp32", calls=1,
+                   config_index=index)
+
+
+def test_selection_kernel_matches_select_tiles() -> None:
+    # 144 level-0 tiles and 70 parents: both ranking loops take several 64-wide blocks
+    case = case_of({"batch": 2, "channels": 1, "height": 48, "width": 48, "tile_size": 2,
+                    "kmax": 70, "budget_b1": 60, "budget_b2": 66, "budget_total": 200})
+    p = case.params
+    inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, seed=5)
+    ids0 = torch.full((p.batch, p.level0_tiles), -1, dtype=torch.int32)
+    ids1 = torch.full((p.batch, p.level1_tiles), -1, dtype=torch.int32)
+    kernels._select_kernel[(p.batch,)](inputs["util0"], inputs["split_util"], ids0, ids1,
+                                       inputs["util0"].shape[1], p.level0_tiles, p.split_parents,
+                                       p.level0_grid[1], BLOCK=kernels.SELECT_BLOCK)
+    want0, want1 = select_tiles(p, inputs["util0"], inputs["split_util"])
+    assert (p.level0_tiles, p.split_parents) == (70, 66)
+    assert torch.equal(ids0, want0) and torch.equal(ids1, want1)
+
+
+def test_supports_names_what_it_cannot_run() -> None:
+    assert all(kernels.supports(case_of({}), d) is None for d in ("fp32", "fp16", "bf16"))
+    reason = kernels.supports(case_of({}), "fp8")
+    assert reason and "fp8" in reason
+    big_tiles = case_of({"tile_size": 32, "height": 64, "width": 64})
+    reason = kernels.supports(big_tiles, "fp16")
+    assert reason and "tile_size" in reason
+
+
+def test_rejects_inputs_it_would_misread() -> None:
+    case = case_of({})
+    inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, seed=0)
+    with pytest.raises(ValueError, match="must be contiguous"):
+        kernels.make_launcher(case, {**inputs, "l0_pw_weight": inputs["l0_pw_weight"].t()})
+    with pytest.raises(ValueError, match="every data input"):
+        kernels.make_launcher(case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
+
+
+def test_launches_are_tracked() -> None:
+    TRACKER.reset()
+    case = case_of({})
+    fn, _, metadata = kernels.make_launcher(case, WORKLOAD.make_inputs(case, "cpu", torch.float32, 0))
+    fn()
+    fn()
+    launches: dict[str, int] = {}
+    for record in TRACKER.snapshot():
+        launches[record["op_name"]] = launches.get(record["op_name"], 0) + record["launches"]
+    # per call: selection + 3 kernels per level, a scan per level, the gate once
+    assert launches == {"ff-infer": 14, "tilessm-scan": 4, "fusiongate": 2}
+    assert sum(launches.values()) == 2 * metadata["triton_launches"]
+
+
+def test_end_to_end_through_the_triton_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    if "ff-infer" not in apex_kernels.KERNELS:
+        monkeypatch.setitem(apex_kernels.KERNELS, "ff-infer", "apex_kernels.ff_infer:make_launcher")
+    timing = apex_core.TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05)
+    report = apex_core.run(workloads=["ff-infer"], backends=["triton"], device="cpu",
+                           dtypes=["fp16"], profile="smoke", isolation="inline", timing=timing)
+    (cell,) = report.cells
+    assert (cell.workload, cell.case) == ("ff-infer", "default")
+    assert cell.status == Status.OK, f"{cell.key}: {cell.status} {cell.reason}"
+    assert cell.accuracy and all(a.passed for a in cell.accuracy)
