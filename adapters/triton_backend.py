@@ -45,7 +45,6 @@ class TritonBackend(Backend):
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         from apex_kernels import KERNELS
-
         from apex_kernels.tuning import TRACKER
 
         module_path, _, factory_name = KERNELS[workload.name].partition(":")
