@@ -1,27 +1,44 @@
 #!/usr/bin/env bash
-# Every GPU measurement of the perf notes in one call (docs/perf.md): the card's copy
-# bandwidth, the fixed profile in both timing modes, the large profile, and the triton
-# correctness sweep in bf16 and fp32. Usage (on the GPU machine): bash scripts/gpu_suite.sh OUT
-out=${1:-artifacts/gpu}
-mkdir -p "$out"
+# The GPU measurements of the perf notes (docs/perf.md), one part per device call so
+# each stays well inside a 10-minute command: every part measures the card's copy
+# bandwidth first, and rebuilds results.tgz after each step so a cut-off call still
+# returns what finished.
+#   bash scripts/gpu_suite.sh fixed OUT   fp16, fixed profile, events then --graph (~8 min)
+#   bash scripts/gpu_suite.sh large OUT   fp16, large profile, the bandwidth-bound workloads
+#   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed and large
+# Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
+part=${1:?usage: gpu_suite.sh fixed|large|check OUT}
+OUT_DIR=${2:-artifacts/gpu}
+work=/tmp/apex-gpu-suite/$part
+mkdir -p "$work" "$OUT_DIR"
 source scripts/gpu_env.sh
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-python3 scripts/copy_bandwidth.py --json "$out/bandwidth.json"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$work/gpu.txt"
+python3 scripts/copy_bandwidth.py --json "$work/bandwidth.json"
 all=torch-reference,torch-compile,triton
 step() {  # step NAME SECONDS ARGS...: one apex-bench run, bounded so later steps still run
   local name=$1 limit=$2; shift 2
-  local start=$(date +%s)
-  timeout "$limit" apex-bench "$@" --output-json "$out/$name.json" --output-md "$out/$name.md" --quiet
-  echo "$name: exit $?, wall $(( $(date +%s) - start )) s: apex-bench $*"
+  local start
+  start=$(date +%s)
+  timeout "$limit" apex-bench "$@" --output-json "$work/$name.json" --output-md "$work/$name.md" --quiet
+  echo "$name: exit $?, wall $(( $(date +%s) - start )) s: apex-bench $*" | tee -a "$work/steps.txt"
+  tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
 }
-step fixed 240 --backends $all
-step fixed-graph 90 --backends $all --graph
-step large 150 --profile large --backends $all \
-    --workloads tilepack,tileunpack,fusiongate,tile-stage1,ff-infer
-step check-fixed 60 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2
-step check-large 60 --profile large --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2
-python3 scripts/perf_table.py --bandwidth "$out/bandwidth.json" "$out"/fixed.json \
-    "$out"/fixed-graph.json "$out"/large.json > "$out/tables.md"
-tail -n +1 "$out"/check-*.md | grep -E "incorrect|error|crashed|timeout" || echo "checks: no failing cell"
-cat "$out/tables.md"
+case $part in
+  fixed)
+    step fixed 330 --backends $all
+    step fixed-graph 180 --backends $all --graph ;;
+  large)
+    step large 420 --profile large --backends $all \
+        --workloads tilepack,tileunpack,fusiongate,tile-stage1,ff-infer ;;
+  check)
+    step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2
+    step check-large 250 --profile large --backends triton --dtype bf16,fp32 \
+        --min-time 0.02 --max-time 0.2 ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
+reports=$(ls "$work"/fixed*.json "$work"/large.json 2>/dev/null)
+[ -n "$reports" ] && python3 scripts/perf_table.py --bandwidth "$work/bandwidth.json" $reports \
+    | tee "$work/tables.md"
+grep -hE "incorrect|error|crashed|timeout" "$work"/*.md || echo "no failing cell"
+tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
