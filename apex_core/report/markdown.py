@@ -40,7 +40,9 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
     if cell.status == Status.OK and cell.timing is not None:
         stats = cell.timing.stats
         text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}"
-        if cell.backend != REFERENCE_BACKEND and reference is not None and reference.timing:
+        comparable = cell.timing.method != "triton_interpreter"  # interpreted: no speed-up
+        if comparable and cell.backend != REFERENCE_BACKEND and reference is not None \
+                and reference.timing:
             text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"
