@@ -66,6 +66,8 @@ def render_markdown(report: Report) -> str:
     for cell in report.cells:
         if cell.backend not in backends:
             backends.append(cell.backend)
+    # the baseline column first: every speed-up is read against it
+    backends.sort(key=lambda name: name != REFERENCE_BACKEND)
     by_key = {(c.workload, c.case, c.dtype, c.backend): c for c in report.cells}
     notes = _Notes()
     env = report.environment
