@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from apex_core.environment import environment_key
+from apex_core.report.manifest import replay_block
 from apex_core.results import Accuracy, CellResult, Report, Stats
 
 SCHEMA_VERSION = 1
@@ -140,4 +141,6 @@ def report_record(report: Report) -> dict[str, Any]:
         "benchmarks": [cell_record(c) for c in report.cells],
         "plugins": [attrs.asdict(row) for row in report.plugins],
         "triton_autotune": report.triton_autotune,
+        # seed, config and data hashes; computed once per artifact per process (manifest.py)
+        "replay": replay_block(report.config, report.cells),
     }

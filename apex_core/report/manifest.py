@@ -1,0 +1,214 @@
+"""Replay manifests: hashes that pin a run's seed, configuration and generated data.
+
+A report's ``replay`` block answers "would a rerun see the same problem?" without
+storing a tensor: ``config_sha256`` pins the settings, ``artifact_hashes`` pin the
+inputs each (workload, case, dtype) was timed on and the CPU reference outputs the
+checks compare against, and ``manifest_sha256`` folds seed, config and data into
+one value that never depends on file paths or the time of the run (docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from apex_core.interfaces import Workload
+    from apex_core.results import CellResult
+
+log = logging.getLogger(__name__)
+
+# Bumped when the way tensors are hashed changes (not when a workload changes).
+HASH_FORMAT = "apex-replay-1"
+# Above this many input elements the float64 CPU reference costs seconds and gigabytes
+# (the large profile), so only the inputs are hashed; 4x the fixed profile's largest input.
+REFERENCE_ELEMENT_LIMIT = 8 * 2**20
+
+# workload name -> installed instance (None: not installed in this process)
+_INSTALLED: dict[str, Workload | None] = {}
+# (workload object, case, params JSON, dtype, seed) -> (hash, inputs only?)
+_ARTIFACT_CACHE: dict[tuple[Any, str, str, str, int], tuple[str | None, bool]] = {}
+
+
+def clear_caches() -> None:
+    """Forget computed hashes and looked-up workloads (tests; a newly installed plugin)."""
+    _INSTALLED.clear()
+    _ARTIFACT_CACHE.clear()
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: one text per value, for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False, default=str)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def config_sha256(config: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a report's ``config``."""
+    return sha256_text(canonical_json(dict(config)))
+
+
+def artifact_key(workload: str, case: str, dtype: str) -> str:
+    """The key of one artifact: the data depend on neither the backend nor the device."""
+    return f"{workload}/{case}/{dtype}"
+
+
+def _update_with_tensor(hasher: Any, section: str, name: str, tensor: torch.Tensor) -> None:
+    """Feed one tensor as a ``section name dtype shape`` header, then its raw bytes."""
+    cpu = tensor.detach().to("cpu").contiguous()
+    dtype = str(cpu.dtype).removeprefix("torch.")
+    hasher.update(f"{section}\0{name}\0{dtype}\0{list(cpu.shape)}\0".encode())
+    # raw bytes in native order (little-endian wherever torch runs), without needing numpy
+    hasher.update(ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size()))
+
+
+def tensors_sha256(inputs: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor]) -> str:
+    """sha256 over the inputs then the outputs, each sorted by name, as dtype, shape and bytes."""
+    hasher = hashlib.sha256(HASH_FORMAT.encode())
+    for section, tensors in (("input", inputs), ("output", outputs)):
+        for name in sorted(tensors):
+            _update_with_tensor(hasher, section, name, tensors[name])
+    return hasher.hexdigest()
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one thread: float64 reductions split across threads differ in the last bit."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _case(workload: Workload, case_name: str, params: Mapping[str, Any]) -> Any:
+    from apex_core.results import Case
+
+    return Case(workload.name, case_name, workload.params_type(**params))
+
+
+def reference_outputs(workload: Workload, case: Any, inputs: Mapping[str, torch.Tensor]
+                      ) -> dict[str, torch.Tensor]:
+    """The reference as the checks run it on the CPU: on the inputs upcast to float64."""
+    import torch
+
+    from apex_core.correctness import reference_dtype, upcast_inputs
+
+    with single_thread(), torch.no_grad():
+        return dict(workload.reference(case, upcast_inputs(inputs, reference_dtype("cpu"))))
+
+
+def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
+                       seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """One cell's timed inputs for ``seed`` (made on the CPU) and the CPU reference outputs."""
+    from apex_core.correctness import DTYPES
+
+    case = _case(workload, case_name, params)
+    inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
+    return inputs, reference_outputs(workload, case, inputs)
+
+
+def artifact_sha256(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
+                    seed: int) -> tuple[str | None, bool]:
+    """(hash, inputs only?) of one (workload, case, dtype) at ``seed``, computed once per process.
+
+    The hash is ``None`` when the data cannot be generated (the cell itself says why).
+    """
+    from apex_core.correctness import DTYPES
+
+    key = (workload, case_name, canonical_json(dict(params)), dtype, seed)
+    if key not in _ARTIFACT_CACHE:
+        try:
+            case = _case(workload, case_name, params)
+            inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
+            inputs_only = sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT
+            outputs = {} if inputs_only else reference_outputs(workload, case, inputs)
+            _ARTIFACT_CACHE[key] = (tensors_sha256(inputs, outputs), inputs_only)
+        except Exception:
+            log.debug("replay hash of %s/%s/%s failed", workload.name, case_name, dtype,
+                      exc_info=True)
+            _ARTIFACT_CACHE[key] = (None, False)
+    return _ARTIFACT_CACHE[key]
+
+
+def installed_workloads(names: Iterable[str]) -> dict[str, Workload | None]:
+    """The installed workload of each name (None when no entry point provides it here)."""
+    wanted = set(names)
+    if wanted - set(_INSTALLED):
+        from apex_core.registry import WORKLOAD_GROUP, Registry, load_entry_points
+
+        # workloads only: constructing every backend is not needed to make inputs
+        found = Registry.discover(
+            loader=lambda group: load_entry_points(group) if group == WORKLOAD_GROUP else []
+        ).workloads
+        for name in wanted - set(_INSTALLED):
+            _INSTALLED[name] = found.get(name)
+    return {name: _INSTALLED[name] for name in wanted}
+
+
+def artifact_hashes(cells: Iterable[CellResult], seed: int,
+                    workloads: Mapping[str, Workload | None] | None = None
+                    ) -> tuple[dict[str, str | None], list[str]]:
+    """``{workload/case/dtype: sha256}`` over the cells' distinct artifacts, and the inputs-only keys."""
+    wanted: dict[str, tuple[str, str, dict[str, Any], str]] = {}
+    for cell in cells:
+        key = artifact_key(cell.workload, cell.case, cell.dtype)
+        wanted.setdefault(key, (cell.workload, cell.case, dict(cell.params), cell.dtype))
+    if workloads is None:
+        workloads = installed_workloads(name for name, *_ in wanted.values())
+    hashes: dict[str, str | None] = {}
+    inputs_only: list[str] = []
+    for key, (name, case_name, params, dtype) in sorted(wanted.items()):
+        workload = workloads.get(name)
+        digest, partial = (artifact_sha256(workload, case_name, params, dtype, seed)
+                           if workload is not None else (None, False))
+        hashes[key] = digest
+        if partial:
+            inputs_only.append(key)
+    return hashes, inputs_only
+
+
+def manifest_sha256(seed: int, config_hash: str, artifact_hash: str) -> str:
+    """sha256 of the seed, the config hash and the artifact hash, and of nothing else."""
+    return sha256_text(canonical_json(
+        {"seed": seed, "config_sha256": config_hash, "artifact_sha256": artifact_hash}))
+
+
+def hash_platform() -> dict[str, Any]:
+    """What the artifact hashes depend on besides the code: torch and its CPU kernel level."""
+    import torch
+
+    return {"torch": torch.__version__.split("+")[0],
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": 1}
+
+
+def replay_block(config: Mapping[str, Any], cells: Iterable[CellResult],
+                 workloads: Mapping[str, Workload | None] | None = None) -> dict[str, Any]:
+    """The report's ``replay`` block: seed, config hash, artifact hashes and the manifest hash."""
+    seed = int(config.get("seed", 0))
+    hashes, inputs_only = artifact_hashes(cells, seed, workloads)
+    config_hash = config_sha256(config)
+    artifact_hash = sha256_text(canonical_json(hashes))
+    return {
+        "seed": seed,
+        "config_sha256": config_hash,
+        "artifact_hashes": hashes,
+        "artifact_sha256": artifact_hash,
+        "manifest_sha256": manifest_sha256(seed, config_hash, artifact_hash),
+        "hash_format": HASH_FORMAT,
+        "inputs_only": inputs_only,
+        "platform": hash_platform(),
+    }

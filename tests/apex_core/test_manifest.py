@@ -1,0 +1,194 @@
+"""Replay manifests: what the hashes cover, what they ignore, and the golden fixtures."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import attrs
+import pytest
+import torch
+
+import apex_core
+from apex_core.registry import Registry
+from apex_core.report import manifest, replay_fixtures
+from apex_core.report.records import report_record
+from apex_core.report.writer import validate_report
+from apex_core.timing import TimingOptions
+from tests.conftest import ROOT, run_cli
+
+FAST = TimingOptions(warmup=1, min_iters=3, min_time_s=0.0, max_time_s=0.05)
+FAST_FLAGS = ["--warmup", "1", "--iters", "3", "--min-time", "0", "--max-time", "0.05"]
+MEDIUM = replay_fixtures.FIXTURES["medium"][1]
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    manifest.clear_caches()
+    yield
+    manifest.clear_caches()
+
+
+@pytest.fixture(scope="module")
+def smoke_report():
+    return apex_core.run(["tilepack", "tileunpack:blend"], ["torch-reference"], device="cpu",
+                         profile="smoke", timing=FAST, isolation="inline")
+
+
+def workload(name):
+    return Registry.discover().workloads[name]
+
+
+def test_config_hash_is_the_sha256_of_canonical_json():
+    config = {"seed": 3, "backends": ["a", "b"], "timing": {"warmup": 1, "cache": "cold"}}
+    reordered = {"timing": {"cache": "cold", "warmup": 1}, "backends": ["a", "b"], "seed": 3}
+    canonical = '{"backends":["a","b"],"seed":3,"timing":{"cache":"cold","warmup":1}}'
+    assert manifest.config_sha256(config) == hashlib.sha256(canonical.encode()).hexdigest()
+    assert manifest.config_sha256(reordered) == manifest.config_sha256(config)
+    assert manifest.config_sha256({**config, "seed": 4}) != manifest.config_sha256(config)
+
+
+def test_tensor_hash_covers_name_dtype_shape_and_bytes_not_insertion_order():
+    a, b = torch.arange(6, dtype=torch.float32), torch.ones(2, dtype=torch.int32)
+    base = manifest.tensors_sha256({"a": a, "b": b}, {"y": a * 2})
+    assert manifest.tensors_sha256({"b": b, "a": a}, {"y": a * 2}) == base
+    for changed in ({"a": a.double(), "b": b}, {"a": a.reshape(2, 3), "b": b},
+                    {"a2": a, "b": b}, {"a": a.clone().index_fill_(0, torch.tensor([5]), 7.0), "b": b}):
+        assert manifest.tensors_sha256(changed, {"y": a * 2}) != base
+    # the same tensor as an input or as an output is not the same artifact
+    assert manifest.tensors_sha256({}, {"a": a}) != manifest.tensors_sha256({"a": a}, {})
+    # a strided view hashes like its contiguous copy
+    wide = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    assert manifest.tensors_sha256({"t": wide.t()}, {}) == manifest.tensors_sha256(
+        {"t": wide.t().contiguous()}, {})
+
+
+def test_every_report_carries_a_schema_valid_replay_block(smoke_report):
+    record = report_record(smoke_report)
+    validate_report(record)
+    replay = record["replay"]
+    assert replay["seed"] == 0
+    assert sorted(replay["artifact_hashes"]) == ["tilepack/default/fp32", "tileunpack/blend/fp32"]
+    assert all(len(h) == 64 for h in replay["artifact_hashes"].values())
+    assert replay["config_sha256"] == manifest.config_sha256(record["config"])
+    expected = hashlib.sha256(json.dumps(replay["artifact_hashes"], sort_keys=True,
+                                         separators=(",", ":")).encode()).hexdigest()
+    assert replay["artifact_sha256"] == expected
+    assert replay["manifest_sha256"] == manifest.manifest_sha256(
+        0, replay["config_sha256"], replay["artifact_sha256"])
+    assert replay["inputs_only"] == [] and replay["platform"]["threads"] == 1
+
+
+def test_artifact_hash_is_the_cells_inputs_and_float64_cpu_reference(smoke_report):
+    tilepack = workload("tilepack")
+    params = tilepack.make_params("smoke")
+    case = tilepack.cases(params)[0]
+    inputs = tilepack.make_inputs(case, "cpu", torch.float32, 0)
+    outputs = tilepack.reference(case, {k: v.double() if v.is_floating_point() else v
+                                        for k, v in inputs.items()})
+    replay = report_record(smoke_report)["replay"]
+    assert replay["artifact_hashes"]["tilepack/default/fp32"] == manifest.tensors_sha256(inputs, outputs)
+
+
+def test_manifest_ignores_time_environment_and_paths_but_not_the_seed(smoke_report):
+    first = report_record(smoke_report)["replay"]
+    later = attrs.evolve(smoke_report, timestamp_utc="2031-01-01T00:00:00Z",
+                         environment={**smoke_report.environment, "cpu": "another cpu"})
+    assert report_record(later)["replay"] == first
+    reseeded = attrs.evolve(smoke_report, config={**smoke_report.config, "seed": 1})
+    other = report_record(reseeded)["replay"]
+    assert other["manifest_sha256"] != first["manifest_sha256"]
+    assert other["artifact_hashes"]["tilepack/default/fp32"] != first["artifact_hashes"][
+        "tilepack/default/fp32"]
+
+
+@pytest.mark.slow
+def test_cli_runs_with_other_output_paths_share_the_manifest(tmp_path):
+    def run(folder, *extra):
+        (tmp_path / folder).mkdir()
+        args = ["--device", "cpu", "--profile", "smoke", "--workloads", "tilepack,fusiongate",
+                "--backends", "torch-reference", "--inline", "--quiet", *FAST_FLAGS, *extra,
+                "--output-json", f"{folder}/report.json", "--output-md", f"{folder}/summary.md"]
+        result = run_cli(args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr + result.stdout
+        record = json.loads((tmp_path / folder / "report.json").read_text())
+        validate_report(record)
+        return record
+
+    one, two, reseeded = run("one"), run("two"), run("three", "--seed", "7")
+    assert one["replay"]["manifest_sha256"] == two["replay"]["manifest_sha256"]
+    assert one["replay"] == two["replay"]
+    assert reseeded["replay"]["seed"] == 7
+    assert reseeded["replay"]["manifest_sha256"] != one["replay"]["manifest_sha256"]
+
+
+def test_hashes_do_not_depend_on_the_thread_count():
+    # medium ff-infer in fp16 is where a float64 reduction split over 2 threads moved a
+    # last bit (measured); the hashes are computed on one thread to rule that out
+    ff = workload("ff-infer")
+    params = attrs.asdict(ff.make_params("smoke", MEDIUM))
+    before = torch.get_num_threads()
+    hashes = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        manifest.clear_caches()
+        hashes.append(manifest.artifact_sha256(ff, "default", params, "fp16", 0))
+    torch.set_num_threads(before)
+    assert hashes[0] == hashes[1] and hashes[0][0] is not None
+    code = ("import torch, attrs; torch.set_num_threads(2); from apex_core.registry import Registry;"
+            "from apex_core.report import manifest; ff = Registry.discover().workloads['ff-infer'];"
+            f"print(manifest.artifact_sha256(ff, 'default', {params!r}, 'fp16', 0)[0])")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=ROOT)
+    assert child.stdout.strip() == hashes[0][0]
+
+
+def test_large_inputs_hash_the_inputs_only(monkeypatch):
+    monkeypatch.setattr(manifest, "REFERENCE_ELEMENT_LIMIT", 10)
+    tilepack = workload("tilepack")
+    params = tilepack.make_params("smoke")
+    cells = [apex_core.CellResult("tilepack", "default", "torch-reference", "fp16", "cuda",
+                                  apex_core.Status.OK, params=attrs.asdict(params))]
+    block = manifest.replay_block({"seed": 0}, cells)
+    inputs = tilepack.make_inputs(tilepack.cases(params)[0], "cpu", torch.float16, 0)
+    assert block["inputs_only"] == ["tilepack/default/fp16"]
+    assert block["artifact_hashes"]["tilepack/default/fp16"] == manifest.tensors_sha256(inputs, {})
+
+
+def test_a_workload_that_is_not_installed_hashes_to_null():
+    cells = [apex_core.CellResult("not-installed", "default", "x", "fp32", "cpu",
+                                  apex_core.Status.OK, params={"n": 1})]
+    block = manifest.replay_block({"seed": 0}, cells)
+    assert block["artifact_hashes"] == {"not-installed/default/fp32": None}
+
+
+def test_golden_fixtures_list_every_builtin_case_and_dtype():
+    expected = {f"{w.name}/{case.name}/{dtype}"
+                for w in replay_fixtures.builtin_workloads().values()
+                for case in w.cases(w.make_params("smoke"))
+                for dtype in replay_fixtures.DTYPE_NAMES}
+    for name in replay_fixtures.FIXTURES:
+        stored = json.loads(replay_fixtures.fixture_path(replay_fixtures.DEFAULT_DIR, name).read_text())
+        assert set(stored["artifacts"]) == expected
+        assert stored["seed"] == replay_fixtures.SEED
+        assert stored["generated_with"]["cpu_capability"] == "DEFAULT"
+
+
+def test_a_changed_hash_is_reported():
+    stored = {"artifacts": {"w/c/fp32": {"params": {}, "inputs_sha256": "a", "outputs_sha256": "b",
+                                         "sha256": "c"}}}
+    fresh = {"artifacts": {"w/c/fp32": {"params": {}, "inputs_sha256": "a", "outputs_sha256": "B",
+                                        "sha256": "C"}, "w/new/fp32": {}}}
+    problems = replay_fixtures.compare_fixture(stored, fresh)
+    assert any("outputs_sha256 differs" in p for p in problems)
+    assert "w/new/fp32: generated but missing from the fixture" in problems
+
+
+@pytest.mark.slow
+def test_golden_fixtures_regenerate_to_the_stored_hashes():
+    result = subprocess.run([sys.executable, "-m", "apex_core.report.replay_fixtures", "check"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    if result.returncode == replay_fixtures.EXIT_NOT_COMPARABLE:
+        pytest.skip(result.stdout.strip())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(": ok (") == len(replay_fixtures.FIXTURES)

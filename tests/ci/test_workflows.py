@@ -1,0 +1,162 @@
+"""The GitHub workflows: triggers, permissions, the fork guard and the jobs they must run."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+yaml = pytest.importorskip("yaml", reason="pyyaml is in the test extra")
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+GPU_LABELS = ["self-hosted", "linux", "x64", "gpu"]
+FORK_CHECK = "github.event.pull_request.head.repo.full_name == github.repository"
+
+
+def load(name):
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def triggers(workflow):
+    # YAML 1.1 reads the bare key `on` as the boolean True
+    return workflow[True] if True in workflow else workflow["on"]
+
+
+def steps(job):
+    return job.get("steps", [])
+
+
+def scripts(job):
+    return "\n".join(step.get("run", "") for step in steps(job))
+
+
+def uploads(job):
+    return [s["with"]["path"] for s in steps(job) if str(s.get("uses", "")).startswith(
+        "actions/upload-artifact@")]
+
+
+def condition(job):
+    return " ".join(str(job.get("if", "")).split())
+
+
+@pytest.fixture(scope="module", params=sorted(p.name for p in WORKFLOWS.glob("*.yml")))
+def workflow(request):
+    return request.param, load(request.param)
+
+
+def test_the_three_workflows_exist():
+    assert {p.name for p in WORKFLOWS.glob("*.yml")} == {"ci.yml", "perf_gpu.yml",
+                                                          "perf_trend_weekly.yml"}
+
+
+def test_every_workflow_reads_only_and_has_a_concurrency_group(workflow):
+    name, wf = workflow
+    assert wf["permissions"] == {"contents": "read"}, name
+    assert wf["concurrency"]["group"], name
+    for job_name, job in wf["jobs"].items():
+        # a job may narrow permissions, never widen them
+        assert job.get("permissions", {}) in ({}, {"contents": "read"}), (name, job_name)
+
+
+def test_no_workflow_uses_pull_request_target(workflow):
+    name, wf = workflow
+    assert "pull_request_target" not in triggers(wf), name
+    assert "pull_request_target" not in (WORKFLOWS / name).read_text(), name
+
+
+def test_scripts_never_interpolate_event_data(workflow):
+    # ${{ github.event.* }} or ${{ inputs.* }} inside run: is a script-injection hole; use env:
+    name, wf = workflow
+    for job_name, job in wf["jobs"].items():
+        for expr in re.findall(r"\$\{\{(.*?)\}\}", scripts(job)):
+            assert not re.search(r"github\.event|inputs\.|github\.head_ref", expr), (name, job_name)
+
+
+def test_schedules_are_valid_cron(workflow):
+    _, wf = workflow
+    for entry in triggers(wf).get("schedule") or []:
+        assert len(entry["cron"].split()) == 5
+
+
+def test_ci_runs_the_readme_tests_and_the_cpu_perf_gate():
+    wf = load("ci.yml")
+    on = triggers(wf)
+    assert "push" in on and "pull_request" in on
+    jobs = wf["jobs"]
+    assert "bash .ci/run" in scripts(jobs["tests"])
+    readme_install = 'pip install torch==2.13.0 -e ".[test]" && pytest'
+    assert readme_install in (ROOT / "README.md").read_text()
+    assert readme_install in (ROOT / ".ci" / "run").read_text()
+    gate = jobs["perf-regression-cpu"]
+    assert "bash scripts/ci_perf_gate.sh" in scripts(gate)
+    assert uploads(gate) == ["artifacts/perf-gate/"]
+    upload = next(s for s in steps(gate) if "upload-artifact" in str(s.get("uses")))
+    assert upload.get("if") == "always()"  # the artifacts matter most when the gate fails
+
+
+def test_gpu_workflow_triggers():
+    on = triggers(load("perf_gpu.yml"))
+    assert set(on) == {"pull_request", "workflow_dispatch", "schedule"}
+    assert sorted(on["pull_request"]["paths"]) == ["adapters/**", "apex_core/**", "apex_kernels/**"]
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert len(inputs) == 1
+    (choice,) = inputs.values()
+    assert choice["default"] == "skip" and "skip" in choice["options"]
+
+
+def test_gpu_job_needs_the_fork_guard_and_the_switches():
+    wf = load("perf_gpu.yml")
+    jobs = wf["jobs"]
+    guard = jobs["guard"]
+    assert "self-hosted" not in str(guard["runs-on"])  # fork code must not reach the GPU host
+    guard_env = guard["steps"][0]["env"]
+    assert guard_env["HEAD_REPO"] == "${{ github.event.pull_request.head.repo.full_name }}"
+    assert guard_env["THIS_REPO"] == "${{ github.repository }}"
+    assert '"$HEAD_REPO" = "$THIS_REPO"' in scripts(guard)
+    (dispatch_input,) = triggers(wf)["workflow_dispatch"]["inputs"]
+    self_hosted = [n for n, j in jobs.items() if "self-hosted" in str(j["runs-on"])]
+    assert self_hosted == ["gpu-perf"]
+    gpu = jobs["gpu-perf"]
+    assert gpu["runs-on"] == GPU_LABELS
+    assert gpu["needs"] in ("guard", ["guard"])
+    cond = condition(gpu)
+    assert "needs.guard.outputs.run == 'true'" in cond
+    assert FORK_CHECK in cond
+    assert "vars.APEX_GPU_SCHEDULE == 'true'" in cond
+    assert f"inputs.{dispatch_input} == 'run'" in cond
+
+
+def test_gpu_job_runs_the_fixed_profile_gated_and_uploads():
+    gpu = load("perf_gpu.yml")["jobs"]["gpu-perf"]
+    script = scripts(gpu)
+    words = shlex.split(script.replace("\\\n", " "), comments=True)
+    assert {"--device", "cuda", "--profile", "fixed", "--compare", "--baseline"} <= set(words)
+    backends = words[words.index("--backends") + 1].split(",")
+    assert "triton" in backends and "torch-reference" in backends
+    assert "APEX_GPU_BASELINE" in gpu["env"] and gpu["env"]["APEX_GPU_BASELINE"].strip()
+    assert "apex-bench attest" in script
+    assert uploads(gpu) == ["artifacts/perf-gpu/"]
+    checkout = next(s for s in steps(gpu) if str(s.get("uses", "")).startswith("actions/checkout@"))
+    assert checkout["with"]["persist-credentials"] is False
+
+
+def test_weekly_trend_writes_and_uploads_the_trend_artifact():
+    wf = load("perf_trend_weekly.yml")
+    on = triggers(wf)
+    assert set(on) == {"schedule", "workflow_dispatch"}
+    (cron,) = [entry["cron"] for entry in on["schedule"]]
+    minute, hour, day_of_month, month, day_of_week = cron.split()
+    assert day_of_month == "*" and month == "*" and day_of_week not in ("*", "?")  # weekly
+    (job,) = wf["jobs"].values()
+    script = scripts(job)
+    assert "apex-bench compare" in script and "--trend-output" in script
+    assert "--baseline baselines/cpu-smoke.json" in script
+    assert uploads(job) == ["artifacts/perf-trend/"]
+
+
+def test_the_scripts_the_workflows_call_exist():
+    for name in ("ci.yml", "perf_gpu.yml", "perf_trend_weekly.yml"):
+        for ref in re.findall(r"bash (\S+)", (WORKFLOWS / name).read_text()):
+            assert Path(ROOT / ref).is_file(), f"{name} calls {ref}, which is not in the repository"
