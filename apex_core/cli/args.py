@@ -113,4 +113,17 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
+    gate = parser.add_argument_group(
+        "regression gate", "after the run, check the report against a baseline (as 'apex-bench compare' "
+        "does); the baseline is validated before any cell runs")
+    gate.add_argument("--compare", action="store_true", help="gate the finished report (needs --baseline)")
+    gate.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
+    gate.add_argument("--allow-missing", action="store_true",
+                      help="baseline metrics absent from the report do not fail the gate")
+    gate.add_argument("--force", action="store_true", help="compare even across differing environments "
+                      "(the summary is marked forced)")
+    gate.add_argument("--summary", metavar="OUT", help="compare summary JSON "
+                      "(default: next to the report, *.compare.json)")
+    gate.add_argument("--trend-output", metavar="OUT", help="trend JSON (default *.trend.json)")
+    gate.add_argument("--compare-md", metavar="OUT", help="compare Markdown table (default *.compare.md)")
     return parser

@@ -13,7 +13,11 @@ from collections.abc import Sequence
 from apex_core.errors import ApexBenchError
 
 # name -> module with ``main(argv: list[str]) -> int``
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "compare": "apex_core.cli.compare_command",
+    "baseline": "apex_core.cli.baseline_command",
+    "attest": "apex_core.cli.attest_command",
+}
 
 
 def _run_suite(argv: list[str]) -> int:

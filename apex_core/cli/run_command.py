@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from apex_core.api import check_device, default_device, default_dtypes
+from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.listing import print_listing
 from apex_core.cli.progress import Progress
 from apex_core.environment import capture_environment
@@ -106,8 +107,11 @@ def run_command(args: Any) -> int:
                       overrides=args.overrides, seed=args.seed, timing=timing,
                       timeout_s=args.timeout)
     json_path, md_path, log_path = _output_paths(args)
-    _configure_logging(log_path)
+    gate = gate_from_run_args(args, json_path)
     env = capture_environment(device)
+    if gate is not None:
+        precheck_environment(gate, env, plan.config())
+    _configure_logging(log_path)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     with Progress(quiet=args.quiet) as progress:
         recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
@@ -119,7 +123,10 @@ def run_command(args: Any) -> int:
             print(f"interrupted: partial report in {json_path}", flush=True)
             return 130
     report = recorder.write(report.status)
-    return _summarize(report, json_path, md_path, log_path)
+    code = _summarize(report, json_path, md_path, log_path)
+    if gate is None:
+        return code
+    return max(code, run_gate(gate, json_path, quiet=args.quiet))
 
 
 def _summarize(report: Report, json_path: Path, md_path: Path, log_path: Path) -> int:

@@ -1,0 +1,122 @@
+"""What a comparison leaves behind: the summary JSON, the trend JSON, and the Markdown table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apex_core.baseline.model import Check, CompareSummary
+from apex_core.baseline.verdict import CONFIDENCE, SAME_MARGIN
+
+TREND_SCHEMA_VERSION = 1
+RULE = "fail when current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms"
+
+
+def check_record(check: Check) -> dict[str, Any]:
+    """One entry of the summary's ``checks``."""
+    return {
+        "metric": check.metric,
+        "status": check.status,
+        "baseline_ms": check.baseline_ms,
+        "allowed_max_ms": check.allowed_max_ms,
+        "current_ms": check.current_ms,
+        "regression_ratio": check.regression_ratio,
+        "verdict": check.verdict.label,
+        "verdict_ratio": check.verdict.ratio,
+        "ci_low": check.verdict.ci_low,
+        "ci_high": check.verdict.ci_high,
+        "reason": check.reason or check.verdict.reason,
+    }
+
+
+def summary_record(summary: CompareSummary) -> dict[str, Any]:
+    """The compare summary: the gate's status, why, and every check."""
+    return {
+        "suite": summary.suite,
+        "status": summary.status,
+        "forced": summary.forced,
+        "allow_missing": summary.allow_missing,
+        "baseline": summary.baseline_path,
+        "current": list(summary.current_paths),
+        "timestamp_utc": summary.timestamp_utc,
+        "rule": RULE,
+        "environment_differences": list(summary.environment_differences),
+        "failing_metrics": [c.metric for c in summary.failed_checks],
+        "checks": [check_record(c) for c in summary.checks],
+    }
+
+
+def trend_record(summary: CompareSummary) -> dict[str, Any]:
+    """The normalized trend artifact (DESIGN.md section 8), one per run, for plotting over time."""
+    return {
+        "schema_version": TREND_SCHEMA_VERSION,
+        "suite": summary.suite,
+        "timestamp_utc": summary.timestamp_utc,
+        "overall_status": summary.status,
+        "total_metrics": len(summary.checks),
+        "failed_metrics": len(summary.failed_checks),
+        "metrics": [
+            {
+                "metric": c.metric,
+                "status": c.status,
+                "baseline_ms": c.baseline_ms,
+                "allowed_max_ms": c.allowed_max_ms,
+                "current_ms": c.current_ms,
+                "regression_ratio": c.regression_ratio,
+            }
+            for c in summary.checks
+        ],
+    }
+
+
+def _paths(paths: tuple[str, ...]) -> str:
+    text = ", ".join(f"`{p}`" for p in paths)
+    return text if len(paths) == 1 else f"{text} (best run per metric)"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def change_text(check: Check) -> str:
+    return "-" if check.regression_ratio is None else f"{check.regression_ratio:+.1%}"
+
+
+def verdict_text(check: Check) -> str:
+    """``slower 1.31 [1.29, 1.33]``; the reason instead of numbers when there are none."""
+    verdict = check.verdict
+    if verdict.ci_low is None or verdict.ci_high is None or verdict.ratio is None:
+        ratio = f" {verdict.ratio:.3f}" if verdict.ratio is not None else ""
+        return f"{verdict.label}{ratio} ({verdict.reason})" if verdict.reason else verdict.label
+    return f"{verdict.label} {verdict.ratio:.3f} [{verdict.ci_low:.3f}, {verdict.ci_high:.3f}]"
+
+
+def render_markdown(summary: CompareSummary) -> str:
+    """A table a reviewer reads in a pull request: the fixed rule's result, then the verdict."""
+    failed = len(summary.failed_checks)
+    lines = [
+        f"## apex-bench gate: {summary.status.upper()} ({failed} of {len(summary.checks)} metrics failed)",
+        "",
+        f"Baseline `{summary.baseline_path}`, current {_paths(summary.current_paths)} "
+        f"({summary.timestamp_utc}).",
+        f"Rule: {RULE}. Verdict: ratio current/baseline with a {CONFIDENCE:.0%} bootstrap interval; "
+        f"`same` when the interval lies within 1 ± {SAME_MARGIN:.0%}. The verdict does not gate.",
+        "",
+    ]
+    if summary.forced:
+        lines += ["**Forced:** compared across environments that differ.", ""]
+    lines += [f"- environment differs: {d}" for d in summary.environment_differences]
+    if summary.environment_differences:
+        lines.append("")
+    lines += ["| metric | status | baseline ms | allowed max ms | current ms | change | verdict |",
+              "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for c in summary.checks:
+        status = c.status if c.status == "pass" else f"**{c.status}**"
+        lines.append(f"| `{c.metric}` | {status} | {_ms(c.baseline_ms)} | {_ms(c.allowed_max_ms)} | "
+                     f"{_ms(c.current_ms)} | {change_text(c)} | {verdict_text(c).replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_rows(summary: CompareSummary) -> list[tuple[str, ...]]:
+    """Rows of the terminal table (same columns as the Markdown one)."""
+    return [(c.metric, c.status, _ms(c.baseline_ms), _ms(c.allowed_max_ms), _ms(c.current_ms),
+             change_text(c), verdict_text(c)) for c in summary.checks]

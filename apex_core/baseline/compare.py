@@ -1,0 +1,152 @@
+"""The gate: the fixed rule per baseline metric, the environment check, and the verdict beside it.
+
+A metric fails when ``current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms``.
+A metric the report lacks is ``missing`` (a failure unless missing metrics are allowed); a
+cell that is not ``ok`` fails its metrics. The verdict never changes the gate's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from apex_core.baseline.errors import EnvironmentMismatchError
+from apex_core.baseline.io import check_suite
+from apex_core.baseline.model import (
+    FAIL,
+    MISSING,
+    PASS,
+    QUANTILE_STATS,
+    Baseline,
+    Check,
+    CompareSummary,
+    LoadedReport,
+    MetricLimit,
+    ReportCell,
+    Verdict,
+    metric_stat,
+)
+from apex_core.baseline.verdict import judge, metric_seed
+
+# Fields that change what a number measures: a difference refuses the comparison.
+REFUSED_FIELDS = ("device", "profile", "dtypes", "cache", "graph", "timing_methods")
+# The hardware field holds the GPU model on cuda (refused) and the CPU model string on cpu,
+# which differs between CI machines of one kind, so there it is only noted; the CPU class
+# is pinned by the logical core count instead.
+REFUSED_ON_CUDA = ("hardware",)
+REFUSED_ON_CPU = ("cpu_count",)
+# Software versions are what the gate exists to judge (a torch upgrade that slows a
+# kernel is a regression to catch, not a reason to refuse): noted, never refused.
+NOTED_FIELDS = ("torch", "triton", "tensorrt", "driver")
+
+
+def _refused_fields(device: Any) -> tuple[str, ...]:
+    return REFUSED_FIELDS + (REFUSED_ON_CUDA if device == "cuda" else REFUSED_ON_CPU)
+
+
+def _noted_fields(device: Any) -> tuple[str, ...]:
+    return NOTED_FIELDS + (() if device == "cuda" else REFUSED_ON_CUDA)
+
+
+def _normalized(value: Any) -> Any:
+    return sorted(value) if isinstance(value, list) else value
+
+
+def _differences(baseline_key: Mapping[str, Any], current_key: Mapping[str, Any],
+                 fields: tuple[str, ...]) -> list[str]:
+    return [f"{name}: baseline {baseline_key.get(name)!r}, current {current_key.get(name)!r}"
+            for name in fields
+            if name in baseline_key and _normalized(baseline_key.get(name)) != _normalized(
+                current_key.get(name))]
+
+
+def refused_differences(baseline_key: Mapping[str, Any], current_key: Mapping[str, Any],
+                        skip: tuple[str, ...] = ()) -> list[str]:
+    """The differences that make two environments' numbers incomparable."""
+    fields = tuple(f for f in _refused_fields(baseline_key.get("device")) if f not in skip)
+    return _differences(baseline_key, current_key, fields)
+
+
+def check_environment(baseline: Baseline, baseline_path: Path | str, current_key: Mapping[str, Any],
+                      current_path: Path | str, *, force: bool,
+                      skip: tuple[str, ...] = ()) -> tuple[tuple[str, ...], bool]:
+    """Refuse a comparison across environments; returns (differences, whether force overrode one)."""
+    refused = refused_differences(baseline.environment_key, current_key, skip)
+    noted = _differences(baseline.environment_key, current_key,
+                         _noted_fields(baseline.environment_key.get("device")))
+    if refused and not force:
+        first = refused[0].split(":", 1)[0]
+        raise EnvironmentMismatchError(
+            current_path, f"environment_key.{first}",
+            f"measured where baseline {baseline_path} does not apply ({'; '.join(refused)}); "
+            "use --force to compare anyway")
+    return tuple(refused + noted), bool(refused)
+
+
+def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
+                 baseline_samples: tuple[float, ...] = ()) -> Check:
+    """Apply the fixed rule to one metric and put the statistical verdict beside it."""
+    current: float | None = None
+    if cell is None:
+        status, reason, verdict = MISSING, "no cell for this metric in the report", \
+            Verdict.inconclusive("not in the report")
+    elif cell.status != "ok":
+        status, reason, verdict = FAIL, f"cell {cell.status}: {cell.reason}".strip(), \
+            Verdict.inconclusive(f"the cell is {cell.status}")
+    else:
+        current = cell.stats_ms[metric_stat(name)]
+        status = PASS if current <= limit.allowed_max_ms else FAIL
+        reason = "" if status == PASS else f"{current:.4g} ms exceeds the allowed {limit.allowed_max_ms:.4g} ms"
+        verdict = judge(baseline_samples, cell.samples_ms, QUANTILE_STATS[metric_stat(name)],
+                        seed=metric_seed(name))
+    return Check(metric=name, status=status, baseline_ms=limit.value_ms,
+                 allowed_max_ms=limit.allowed_max_ms, current_ms=current,
+                 regression_ratio=None if current is None else current / limit.value_ms - 1.0,
+                 verdict=verdict, reason=reason)
+
+
+def _better(candidate: ReportCell, held: ReportCell, stat: str) -> bool:
+    """An ok cell beats a failed one; of two ok cells, the faster run of the statistic wins."""
+    if (candidate.status == "ok") != (held.status == "ok"):
+        return candidate.status == "ok"
+    return candidate.status == "ok" and candidate.stats_ms[stat] < held.stats_ms[stat]
+
+
+def best_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
+    """Per metric, the cell of the best run: contention only ever slows a run down, so of
+    several runs of one build the fastest is the closest to what the code costs."""
+    best: dict[str, ReportCell] = {}
+    for report in reports:
+        for name, cell in report.cells_by_metric().items():
+            held = best.get(name)
+            if held is None or _better(cell, held, metric_stat(name)):
+                best[name] = cell
+    return best
+
+
+def compare(baseline: Baseline, baseline_path: Path | str,
+            reports: LoadedReport | Sequence[LoadedReport], *, allow_missing: bool = False,
+            force: bool = False) -> CompareSummary:
+    """Check every baseline metric against the report(s); raises on a suite or environment mismatch.
+
+    Several reports are runs of one build (a retry of a failed gate): each metric takes its best run.
+    """
+    reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
+    differences: list[str] = []
+    forced = False
+    for report in reports:
+        check_suite(baseline, baseline_path, report)
+        found, overridden = check_environment(baseline, baseline_path, report.environment_key, report.path,
+                                              force=force)
+        differences += [d for d in found if d not in differences]
+        forced = forced or overridden
+    cells = best_cells(reports)
+    checks = tuple(check_metric(name, limit, cells.get(name), baseline.samples_for(name))
+                   for name, limit in baseline.metrics.items())
+    failing = [c for c in checks if c.status == FAIL or (c.status == MISSING and not allow_missing)]
+    return CompareSummary(suite=baseline.suite, status=FAIL if failing else PASS, forced=forced,
+                          allow_missing=allow_missing, checks=checks,
+                          environment_differences=tuple(differences), baseline_path=str(baseline_path),
+                          current_paths=tuple(r.path for r in reports),
+                          timestamp_utc=max(r.timestamp_utc for r in reports))

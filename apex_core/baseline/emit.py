@@ -1,0 +1,124 @@
+"""Write a baseline template from one or more reports, with per-metric thresholds a person can tune.
+
+Each ok cell gives one metric per statistic of the device's table below. A metric may
+regress to ``value * (1 + ratio) + abs_ms``; the ratio is wider for tail percentiles and for
+end-to-end workloads (their runs vary more), and ``abs_ms`` is a floor for microbenchmarks so
+short that a few microseconds of jitter are a large fraction. Given several reports of one
+build, each metric's value is the median over them, so one unlucky run does not set it.
+The CPU table comes from the run-to-run spread measured in docs/baselines.md.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from apex_core.baseline.compare import refused_differences
+from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.io import file_sha256
+from apex_core.baseline.model import Baseline, LoadedReport, MetricLimit, ReportCell
+from apex_core.baseline.verdict import metric_seed
+
+# device -> statistic -> (max_regression_ratio, the same for end-to-end workloads).
+# GPU timings repeat within a few percent, so the median and p95 gate tightly. On a shared
+# 2-core CPU VM a run's median moved up to 2.8x from the median of 14 A/A runs, its p95 up to
+# 28x, but its fastest sample at most 1.61x and never below 0.95x (docs/baselines.md): there
+# the minimum is the gate (1.75x passes, a 2x slowdown fails) and the median a guard against
+# gross regressions; the p95 is scheduler time slices and is not gated.
+DEFAULT_RATIOS: Mapping[str, Mapping[str, tuple[float, float]]] = {
+    "cuda": {"p50_ms": (0.10, 0.15), "p95_ms": (0.20, 0.30)},
+    "cpu": {"min_ms": (0.75, 0.75), "p50_ms": (2.00, 3.00)},
+}
+DEFAULT_ABS_MS: Mapping[str, float] = {"cuda": 0.005, "cpu": 0.002}
+END_TO_END_WORKLOADS = frozenset({"ff-infer"})
+MAX_STORED_SAMPLES = 1000  # enough for the verdict's interval, small enough to commit
+
+
+def ratio_table(device: str, ratio: float | None = None) -> dict[str, tuple[float, float]]:
+    """The device's ratios; ``ratio`` sets the first statistic's and scales the rest alike."""
+    table = DEFAULT_RATIOS.get(device, DEFAULT_RATIOS["cuda"])
+    scale = 1.0 if ratio is None else ratio / next(iter(table.values()))[0]
+    return {stat: (round(r * scale, 4), round(e2e * scale, 4)) for stat, (r, e2e) in table.items()}
+
+
+def stored_samples(metric: str, samples: Sequence[float], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
+    """A seeded random subsample (in measurement order) of at most ``limit`` samples."""
+    if len(samples) <= limit:
+        return tuple(samples)
+    keep = sorted(random.Random(metric_seed(metric)).sample(range(len(samples)), limit))
+    return tuple(samples[i] for i in keep)
+
+
+def _check_alike(reports: Sequence[LoadedReport]) -> None:
+    """Reports merged into one baseline must come from one suite and one environment."""
+    first = reports[0]
+    for other in reports[1:]:
+        if other.suite != first.suite:
+            raise InputFileError(other.path, "suite", f"{other.suite!r} differs from {first.suite!r} "
+                                                      f"of {first.path}")
+        refused = refused_differences(first.environment_key, other.environment_key)
+        if refused:
+            raise InputFileError(other.path, f"environment_key.{refused[0].split(':')[0]}",
+                                 f"differs from {first.path} ({'; '.join(refused)})")
+
+
+def _median_cell(stat: str, cells: list[ReportCell]) -> tuple[float, ReportCell]:
+    """The median of the statistic over the runs, and the run closest to it (for its samples)."""
+    value = statistics.median(c.stats_ms[stat] for c in cells)
+    return value, min(cells, key=lambda c: abs(c.stats_ms[stat] - value))
+
+
+def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
+             abs_ms: float) -> dict[str, MetricLimit]:
+    runs: dict[tuple[str, str], list[ReportCell]] = {}
+    for report in reports:
+        for cell in report.cells:
+            for stat in ratios:
+                if cell.status == "ok" and stat in cell.stats_ms:
+                    runs.setdefault((cell.metric(stat), stat), []).append(cell)
+    metrics = {}
+    for (name, stat), cells in runs.items():
+        value, typical = _median_cell(stat, cells)
+        ratio, end_to_end = ratios[stat]
+        # A cell's samples are stored once, on its first metric; its other metrics read them there.
+        first = stat == next(iter(ratios))
+        metrics[name] = MetricLimit(
+            value_ms=value, max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS
+            else ratio, max_regression_abs_ms=abs_ms,
+            samples_ms=stored_samples(name, typical.samples_ms) if first else ())
+    return metrics
+
+
+def default_notes(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
+                  abs_ms: float) -> str:
+    first = reports[0]
+    table = ", ".join(f"{stat} {r} (end-to-end {e2e})" for stat, (r, e2e) in ratios.items())
+    return (f"Emitted by 'apex-bench baseline emit' from {len(reports)} report(s), the first {first.path} "
+            f"({first.timestamp_utc}, commit {first.git_commit or 'unknown'}); values are medians over the "
+            f"reports; max_regression_ratio {table}; floor {abs_ms} ms.")
+
+
+def _source(reports: Sequence[LoadedReport]) -> dict[str, Any]:
+    first = reports[0]
+    return {"path": Path(first.path).name, "sha256": file_sha256(first.path),
+            "timestamp_utc": first.timestamp_utc, "git_commit": first.git_commit,
+            "report_count": len(reports)}
+
+
+def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: float | None = None,
+                  abs_ms: float | None = None, notes: str | None = None) -> Baseline:
+    """A baseline with the device's metrics for every ok cell, valued at the median over ``reports``."""
+    reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
+    _check_alike(reports)
+    device = str(reports[0].environment_key.get("device"))
+    ratios = ratio_table(device, ratio)
+    floor = DEFAULT_ABS_MS.get(device, DEFAULT_ABS_MS["cuda"]) if abs_ms is None else abs_ms
+    metrics = _metrics(reports, ratios, floor)
+    if not metrics:
+        raise InputFileError(reports[0].path, "benchmarks", "holds no ok cell to take a baseline from")
+    return Baseline(suite=reports[0].suite, environment_key=dict(reports[0].environment_key),
+                    metrics=metrics, baseline_notes=default_notes(reports, ratios, floor) if notes is None
+                    else notes, source_report=_source(reports))

@@ -1,0 +1,226 @@
+"""Read and validate baseline and report files; write baselines and gate artifacts atomically.
+
+Every problem with an input file becomes one ``InputFileError`` line naming the file and
+the field, so the CLI can print it and exit 2 before any artifact is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.model import QUANTILE_STATS, Baseline, LoadedReport, MetricLimit, ReportCell
+from apex_core.environment import environment_key
+from apex_core.report.writer import atomic_write_text
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+               float: "number", type(None): "null"}
+
+
+@cache
+def _shipped_schema(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("apex_core.baseline").joinpath(name).read_text("utf-8"))
+
+
+def baseline_schema() -> dict[str, Any]:
+    """The JSON Schema of baseline files (shipped in the package)."""
+    return _shipped_schema("baseline.schema.json")
+
+
+def report_fields_schema() -> dict[str, Any]:
+    """The part of the report schema the gate reads; other fields may come and go."""
+    return _shipped_schema("report_fields.schema.json")
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path: Path | str) -> Any:
+    """Parse a JSON file; unreadable, malformed or non-finite numbers raise ``InputFileError``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(path, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: "
+                                         f"{exc.msg}") from None
+    except ValueError as exc:
+        raise InputFileError(path, None, f"malformed JSON: {exc}") from None
+
+
+def _dotted(parts: Iterable[Any]) -> str:
+    """A JSON path as people write it: ``metrics.a/b/c/d/p50_ms.value_ms``, ``benchmarks[3].stats``."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _describe(error: Any) -> tuple[str, str]:
+    """Turn a jsonschema error into (field, problem) a person can act on."""
+    path, kind, expected, value = list(error.absolute_path), error.validator, error.validator_value, \
+        error.instance
+    if kind == "required":
+        missing = next((name for name in expected if name not in value), "?")
+        return _dotted([*path, missing]), "missing"
+    if kind == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else expected
+        return _dotted(path), f"expected {wanted}, got {_json_type(value)} {_short(value)}"
+    if kind in ("minimum", "exclusiveMinimum") and isinstance(value, (int, float)) and value < 0:
+        return _dotted(path), f"is negative ({value}); must be >= 0"
+    if kind == "exclusiveMinimum":
+        return _dotted(path), f"must be > {expected}, got {value}"
+    if kind == "minimum":
+        return _dotted(path), f"must be >= {expected}, got {value}"
+    if kind == "const":
+        return _dotted(path), f"must be {expected!r}, got {_short(value)}"
+    if kind == "enum":
+        return _dotted(path), f"must be one of {', '.join(map(repr, expected))}, got {_short(value)}"
+    if kind == "minProperties":
+        return _dotted(path), "is empty"
+    if kind == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        return _dotted(path), f"unknown field(s) {', '.join(extra)}"
+    if kind == "pattern" and error.relative_schema_path and "propertyNames" in error.relative_schema_path:
+        return _dotted(path), (f"metric name {_short(value)} is not workload/case/backend/dtype/STAT "
+                               f"(STAT one of {', '.join(QUANTILE_STATS)})")
+    return _dotted(path), error.message[:200]
+
+
+def validate_against(path: Path | str, record: Any, schema: Mapping[str, Any]) -> None:
+    """Raise ``InputFileError`` for the most relevant schema violation of ``record``, if any."""
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema)
+    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(record))
+    if error is not None:
+        field, problem = _describe(error)
+        raise InputFileError(path, field, problem)
+
+
+def load_baseline(path: Path | str) -> Baseline:
+    """Read and validate a baseline file."""
+    record = read_json(path)
+    validate_against(path, record, baseline_schema())
+    metrics = {
+        name: MetricLimit(value_ms=float(m["value_ms"]),
+                          max_regression_ratio=float(m["max_regression_ratio"]),
+                          max_regression_abs_ms=float(m["max_regression_abs_ms"]),
+                          samples_ms=tuple(float(s) for s in m.get("samples_ms", ())))
+        for name, m in record["metrics"].items()
+    }
+    return Baseline(suite=record["suite"], environment_key=record["environment_key"], metrics=metrics,
+                    baseline_notes=record["baseline_notes"], source_report=record.get("source_report"),
+                    schema_version=record["schema_version"])
+
+
+def gate_environment_key(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``environment_key`` of a report record, plus the timing methods of its ok cells and the CPU count."""
+    env, config = report.get("environment", {}), report.get("config", {})
+    methods = sorted({c["timing_method"] for c in report.get("benchmarks", [])
+                      if c.get("status") == "ok" and c.get("timing_method")})
+    return {**environment_key(env, config), "timing_methods": methods, "cpu_count": env.get("cpu_count")}
+
+
+def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
+    stats = cell.get("stats") or {}
+    return ReportCell(workload=cell["workload"], case=cell["case"], backend=cell["backend"],
+                      dtype=cell["dtype"], status=cell["status"], reason=cell.get("reason") or "",
+                      stats_ms={k: float(v) for k, v in stats.items()
+                                if k.endswith("_ms") and isinstance(v, (int, float))},
+                      samples_ms=tuple(float(s) for s in cell.get("samples_ms") or ()),
+                      timing_method=cell.get("timing_method"))
+
+
+def load_report(path: Path | str) -> LoadedReport:
+    """Read a JSON report, validate the fields the gate reads, and refuse an empty one."""
+    record = read_json(path)
+    validate_against(path, record, report_fields_schema())
+    if not record["benchmarks"]:
+        raise InputFileError(path, "benchmarks", "is empty: the report holds no cells to compare")
+    cells = tuple(_report_cell(c) for c in record["benchmarks"])
+    return LoadedReport(path=str(path), suite=record["suite"], timestamp_utc=record["timestamp_utc"],
+                        environment_key=gate_environment_key(record), cells=cells,
+                        git_commit=(record["environment"].get("git") or {}).get("commit"))
+
+
+def check_suite(baseline: Baseline, baseline_path: Path | str, report: LoadedReport) -> None:
+    """A baseline applies only to reports of its own suite."""
+    if baseline.suite != report.suite:
+        raise InputFileError(report.path, "suite", f"{report.suite!r} does not match the suite "
+                                                   f"{baseline.suite!r} of baseline {baseline_path}")
+
+
+def file_sha256(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _round_ms(value: float) -> float:
+    """Milliseconds to the nanosecond: lossless for perf_counter_ns, shorter files."""
+    return round(value, 6) if math.isfinite(value) else value
+
+
+def baseline_record(baseline: Baseline) -> dict[str, Any]:
+    """The JSON form of a baseline (``baseline.schema.json``)."""
+    metrics: dict[str, Any] = {}
+    for name, limit in baseline.metrics.items():
+        entry: dict[str, Any] = {
+            "value_ms": _round_ms(limit.value_ms),
+            "max_regression_ratio": limit.max_regression_ratio,
+            "max_regression_abs_ms": limit.max_regression_abs_ms,
+        }
+        if limit.samples_ms:
+            entry["samples_ms"] = [_round_ms(s) for s in limit.samples_ms]
+        metrics[name] = entry
+    record: dict[str, Any] = {
+        "schema_version": baseline.schema_version,
+        "suite": baseline.suite,
+        "environment_key": dict(baseline.environment_key),
+        "baseline_notes": baseline.baseline_notes,
+    }
+    if baseline.source_report is not None:
+        record["source_report"] = dict(baseline.source_report)
+    record["metrics"] = metrics
+    return record
+
+
+# A JSON array holding only numbers, as json.dumps(indent=2) spreads it over many lines.
+_NUMBER_ARRAY = re.compile(r"\[\s*(-?[0-9][-+0-9.eE]*(?:,\s*-?[0-9][-+0-9.eE]*)*)\s*\]")
+
+
+def dumps(record: Any) -> str:
+    """Indented JSON with number arrays (samples) kept on one line, so diffs stay readable."""
+    text = json.dumps(record, indent=2, allow_nan=False)
+    return _NUMBER_ARRAY.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]",
+                             text) + "\n"
+
+
+def write_json(path: Path | str, record: Any) -> None:
+    atomic_write_text(Path(path), dumps(record))
+
+
+def write_baseline(path: Path | str, baseline: Baseline) -> None:
+    """Validate the record against the schema (a bug guard), then write it atomically."""
+    record = baseline_record(baseline)
+    validate_against(path, record, baseline_schema())
+    write_json(path, record)

@@ -1,0 +1,149 @@
+"""Frozen values of the gate: baselines, their metric limits, report cells, checks and verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+BASELINE_SCHEMA_VERSION = 1
+
+# Metric name suffix -> the percentile it names (the minimum is the 0th); the statistics the gate knows.
+QUANTILE_STATS: Mapping[str, float] = {"min_ms": 0.0, "p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0,
+                                       "p99_ms": 99.0}
+
+PASS, FAIL, MISSING = "pass", "fail", "missing"
+
+
+def metric_name(workload: str, case: str, backend: str, dtype: str, stat: str) -> str:
+    """The stable, readable name of one metric: ``{workload}/{case}/{backend}/{dtype}/{stat}``."""
+    return f"{workload}/{case}/{backend}/{dtype}/{stat}"
+
+
+def metric_stat(name: str) -> str:
+    """The statistic a metric name ends with (``p50_ms``)."""
+    return name.rsplit("/", 1)[-1]
+
+
+@attrs.frozen(kw_only=True)
+class MetricLimit:
+    """One baseline metric: its value and how much slower the current run may be."""
+
+    value_ms: float
+    max_regression_ratio: float
+    max_regression_abs_ms: float
+    samples_ms: tuple[float, ...] = ()
+
+    @property
+    def allowed_max_ms(self) -> float:
+        """The fixed rule's limit: ``value_ms * (1 + ratio) + abs_ms``."""
+        return self.value_ms * (1.0 + self.max_regression_ratio) + self.max_regression_abs_ms
+
+
+@attrs.frozen(kw_only=True)
+class Baseline:
+    """A baseline file: the suite, where it was measured, and the metric limits."""
+
+    suite: str
+    environment_key: Mapping[str, Any]
+    metrics: Mapping[str, MetricLimit]
+    baseline_notes: str = ""
+    source_report: Mapping[str, Any] | None = None
+    schema_version: int = BASELINE_SCHEMA_VERSION
+
+    def samples_for(self, name: str) -> tuple[float, ...]:
+        """The metric's own samples, else those stored on another metric of the same cell."""
+        if self.metrics[name].samples_ms:
+            return self.metrics[name].samples_ms
+        cell = name.rsplit("/", 1)[0] + "/"
+        return next((m.samples_ms for other, m in self.metrics.items()
+                     if other.startswith(cell) and m.samples_ms), ())
+
+
+@attrs.frozen(kw_only=True)
+class ReportCell:
+    """The parts of one report cell the gate reads."""
+
+    workload: str
+    case: str
+    backend: str
+    dtype: str
+    status: str
+    reason: str
+    stats_ms: Mapping[str, float]
+    samples_ms: tuple[float, ...]
+    timing_method: str | None
+
+    def metric(self, stat: str) -> str:
+        return metric_name(self.workload, self.case, self.backend, self.dtype, stat)
+
+
+@attrs.frozen(kw_only=True)
+class LoadedReport:
+    """A validated JSON report, reduced to what the gate needs."""
+
+    path: str
+    suite: str
+    timestamp_utc: str
+    environment_key: Mapping[str, Any]
+    cells: tuple[ReportCell, ...]
+    git_commit: str | None = None
+
+    def cells_by_metric(self, stats: tuple[str, ...] = tuple(QUANTILE_STATS)) -> dict[str, ReportCell]:
+        """Every metric name this report could answer, mapped to its cell."""
+        return {cell.metric(stat): cell for cell in self.cells for stat in stats}
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """The statistical verdict on one metric from the raw samples of both runs."""
+
+    label: str  # faster, same, slower, inconclusive
+    ratio: float | None = None  # current statistic / baseline statistic
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reason: str = ""
+
+    @classmethod
+    def inconclusive(cls, reason: str, ratio: float | None = None) -> Verdict:
+        return cls(label="inconclusive", ratio=ratio, reason=reason)
+
+
+@attrs.frozen(kw_only=True)
+class Check:
+    """The fixed rule applied to one baseline metric, with the verdict beside it."""
+
+    metric: str
+    status: str  # pass, fail, missing
+    baseline_ms: float
+    allowed_max_ms: float
+    current_ms: float | None
+    regression_ratio: float | None  # current / baseline - 1: 0.30 is 30 % slower
+    verdict: Verdict
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status != PASS
+
+
+@attrs.frozen(kw_only=True)
+class CompareSummary:
+    """The outcome of one comparison: every check and whether the gate passed."""
+
+    suite: str
+    status: str  # pass or fail
+    forced: bool
+    allow_missing: bool
+    checks: tuple[Check, ...]
+    environment_differences: tuple[str, ...]
+    baseline_path: str
+    current_paths: tuple[str, ...]  # several runs of one build: each metric takes its best run
+    timestamp_utc: str
+
+    @property
+    def failed_checks(self) -> tuple[Check, ...]:
+        """Checks that make the gate fail (missing ones only unless allowed)."""
+        return tuple(c for c in self.checks
+                     if c.status == FAIL or (c.status == MISSING and not self.allow_missing))

@@ -1,0 +1,63 @@
+"""``apex-bench baseline emit``: write a baseline template from a JSON report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_RATIOS, emit_baseline
+from apex_core.baseline.io import load_report, write_baseline
+from apex_core.cli.args import OneLineParser
+from apex_core.report.writer import check_writable
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _defaults_text() -> str:
+    parts = []
+    for device, table in DEFAULT_RATIOS.items():
+        ratios = ", ".join(f"{stat} {r} (end-to-end {e2e})" for stat, (r, e2e) in table.items())
+        parts.append(f"{device}: {ratios}, abs-ms {DEFAULT_ABS_MS[device]}")
+    return "Defaults: " + "; ".join(parts) + "."
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="apex-bench baseline",
+                           description="Manage baseline files for 'apex-bench compare'.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=OneLineParser)
+    emit = commands.add_parser(
+        "emit", help="write a baseline template from one or more reports",
+        description="Write a baseline with one metric per statistic of the device's table per ok cell; "
+        "given several reports of one build, each value is the median over them. A metric may "
+        "regress to value * (1 + ratio) + abs-ms. " + _defaults_text() + " See docs/baselines.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    emit.add_argument("--from", dest="sources", required=True, nargs="+", metavar="REPORT",
+                      help="apex-bench JSON report(s) of one build and environment")
+    emit.add_argument("--output", required=True, metavar="FILE", help="baseline file to write")
+    emit.add_argument("--ratio", type=_non_negative_float, help="max_regression_ratio of the first "
+                      "statistic; the others are scaled alike")
+    emit.add_argument("--abs-ms", type=_non_negative_float, help="max_regression_abs_ms of every metric")
+    emit.add_argument("--notes", help="baseline_notes (default: where and how it was emitted)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``apex-bench baseline emit ...``; returns 0 (usage and file errors raise, exit 2)."""
+    args = build_parser().parse_args(argv)
+    output = Path(args.output)
+    check_writable(output, "--output")
+    reports = [load_report(source) for source in args.sources]
+    baseline = emit_baseline(reports, ratio=args.ratio, abs_ms=args.abs_ms, notes=args.notes)
+    write_baseline(output, baseline)
+    print(f"apex-bench baseline: wrote {output} ({len(baseline.metrics)} metrics from "
+          f"{len(reports)} report(s))")
+    return 0

@@ -1,0 +1,168 @@
+"""``apex-bench compare``: gate a finished report against a baseline (also used by ``--compare`` runs).
+
+Every input is read and validated, and every output path checked, before any artifact is
+written, so a bad input leaves nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from apex_core.baseline.artifacts import render_markdown, render_rows, summary_record, trend_record
+from apex_core.baseline.compare import check_environment, compare
+from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
+from apex_core.baseline.model import Baseline, CompareSummary
+from apex_core.cli.args import OneLineParser
+from apex_core.errors import UsageError
+from apex_core.report.writer import atomic_write_text, check_writable
+
+EXIT_CODES = """\
+exit codes:
+  0  every baseline metric passed the rule
+  1  a metric failed, or is missing from the report (unless --allow-missing)
+  2  usage or file error (unreadable, malformed or mismatched baseline or report)
+"""
+
+
+@attrs.frozen(kw_only=True)
+class GateOptions:
+    """What one comparison needs besides the report: the baseline and where the artifacts go."""
+
+    baseline: Baseline
+    baseline_path: Path
+    summary: Path | None = None
+    trend: Path | None = None
+    markdown: Path | None = None
+    allow_missing: bool = False
+    force: bool = False
+
+    def outputs(self) -> tuple[tuple[Path | None, str], ...]:
+        return ((self.summary, "--summary"), (self.trend, "--trend-output"), (self.markdown, "--markdown"))
+
+
+def check_outputs(paths: tuple[tuple[Path | None, str], ...]) -> None:
+    """Fail before any work when an artifact path cannot be written."""
+    for path, flag in paths:
+        if path is not None:
+            check_writable(path, flag)
+
+
+def _print_table(summary: CompareSummary, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("metric", "status", "baseline ms", "allowed ms", "current ms", "change", "verdict"):
+        table.add_column(column, justify="right" if column.endswith(("ms", "change")) else "left")
+    for row in render_rows(summary):
+        table.add_row(*row, style=None if row[1] == "pass" else "red")
+    # A pipe or file gets a wide table rather than rich's 80-column default.
+    Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
+
+
+def report_gate(summary: CompareSummary, out: TextIO, *, quiet: bool = False) -> int:
+    """Print the table (unless quiet) and the one-line outcome; returns the gate's exit code."""
+    if not quiet:
+        _print_table(summary, out)
+        for difference in summary.environment_differences:
+            print(f"note: environment differs: {difference}", file=out)
+    failed = summary.failed_checks
+    forced = " (forced across differing environments)" if summary.forced else ""
+    names = f": {', '.join(c.metric for c in failed)}" if failed else ""
+    print(f"apex-bench compare: {summary.status.upper()}{forced}, {len(failed)} of {len(summary.checks)} "
+          f"metrics failed{names}", file=out, flush=True)
+    return 1 if failed else 0
+
+
+def run_gate(options: GateOptions, report_paths: Path | list[Path], *, out: TextIO | None = None,
+             quiet: bool = False) -> int:
+    """Compare the report(s) with the baseline, write the artifacts, print the outcome; 0 pass, 1 fail."""
+    paths = report_paths if isinstance(report_paths, list) else [report_paths]
+    reports = [load_report(path) for path in paths]
+    summary = compare(options.baseline, options.baseline_path, reports,
+                      allow_missing=options.allow_missing, force=options.force)
+    # Every input is valid from here on: only now do artifacts appear.
+    if options.summary is not None:
+        write_json(options.summary, summary_record(summary))
+    if options.trend is not None:
+        write_json(options.trend, trend_record(summary))
+    if options.markdown is not None:
+        atomic_write_text(options.markdown, render_markdown(summary))
+    return report_gate(summary, out or sys.stdout, quiet=quiet)
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:
+    """The gate a run asked for with ``--compare``, validated before any cell runs (None without it)."""
+    flags = {"--baseline": args.baseline, "--allow-missing": args.allow_missing, "--force": args.force,
+             "--summary": args.summary, "--trend-output": args.trend_output,
+             "--compare-md": args.compare_md}
+    if not args.compare:
+        given = [flag for flag, value in flags.items() if value]
+        if given:
+            raise UsageError(f"{given[0]} needs --compare")
+        return None
+    if args.baseline is None:
+        raise UsageError("--compare needs --baseline FILE")
+    stem = json_path.with_suffix("")
+    options = GateOptions(
+        baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
+        summary=Path(args.summary or f"{stem}.compare.json"),
+        trend=Path(args.trend_output or f"{stem}.trend.json"),
+        markdown=Path(args.compare_md or f"{stem}.compare.md"),
+        allow_missing=args.allow_missing, force=args.force)
+    check_outputs(((options.summary, "--summary"), (options.trend, "--trend-output"),
+                   (options.markdown, "--compare-md")))
+    return options
+
+
+def precheck_environment(options: GateOptions, environment: dict[str, Any], config: dict[str, Any]) -> None:
+    """Refuse a run whose environment cannot match the baseline, before any cell runs.
+
+    The timing methods are known only once cells have run; the full check follows the run.
+    """
+    key = gate_environment_key({"environment": environment, "config": config, "benchmarks": []})
+    check_environment(options.baseline, options.baseline_path, key, "this run", force=options.force,
+                      skip=("timing_methods",))
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="apex-bench compare",
+        description="Check every metric of a baseline against a JSON report: a metric fails when "
+        "current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms. A statistical "
+        "verdict on the raw samples (faster/same/slower/inconclusive) is printed beside the rule.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON file")
+    parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
+                        help="apex-bench JSON report; several runs of one build (a retry) give each "
+                        "metric its best run")
+    parser.add_argument("--summary", metavar="OUT", help="write the compare summary JSON here")
+    parser.add_argument("--trend-output", metavar="OUT", help="write the normalized trend JSON here")
+    parser.add_argument("--markdown", metavar="OUT", help="write the Markdown table here")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="metrics absent from the report do not fail the gate")
+    parser.add_argument("--force", action="store_true", help="compare even when the report was measured "
+                        "in another environment (GPU/CPU class, dtype, profile, timing method); the "
+                        "summary is marked forced")
+    parser.add_argument("--quiet", action="store_true", help="print only the outcome line")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``apex-bench compare ...``; returns 0 pass, 1 fail (usage errors raise, exit 2)."""
+    args = build_parser().parse_args(argv)
+    options = GateOptions(baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
+                          summary=_optional_path(args.summary), trend=_optional_path(args.trend_output),
+                          markdown=_optional_path(args.markdown), allow_missing=args.allow_missing,
+                          force=args.force)
+    check_outputs(options.outputs())
+    return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)

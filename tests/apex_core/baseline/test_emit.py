@@ -1,0 +1,109 @@
+"""Baseline templates: per-metric thresholds, medians over runs, stored samples, provenance."""
+
+import hashlib
+
+import pytest
+
+from apex_core.baseline.emit import (
+    DEFAULT_ABS_MS,
+    DEFAULT_RATIOS,
+    MAX_STORED_SAMPLES,
+    emit_baseline,
+    ratio_table,
+)
+from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.io import load_report
+from tests.apex_core.baseline.conftest import cell, report, samples, write
+
+TILEPACK = "tilepack/default/torch-reference/fp32/"
+
+
+@pytest.fixture()
+def source(tmp_path):
+    cells = [cell("tilepack", values=samples(0.2, n=3000, seed=1)),
+             cell("ff-infer", values=samples(4.0, seed=2)),
+             cell("fusiongate", backend="triton", status="skipped", reason="no CUDA device")]
+    return write(tmp_path / "report.json", report(cells))
+
+
+def _short(metrics):
+    return {name.split("/")[0] + "/" + name.rsplit("/", 1)[1]: m for name, m in metrics.items()}
+
+
+def test_cpu_metrics_per_ok_cell(source):
+    baseline = emit_baseline(load_report(source))
+    assert list(_short(baseline.metrics)) == ["tilepack/min_ms", "tilepack/p50_ms", "ff-infer/min_ms",
+                                              "ff-infer/p50_ms"]
+    assert baseline.suite == "apex-bench"
+    assert baseline.environment_key["timing_methods"] == ["cpu_perf_counter"]
+    assert baseline.environment_key["cpu_count"] == 2
+
+
+def test_cpu_defaults_fail_a_2x_slowdown_on_the_minimum(source):
+    metrics = _short(emit_baseline(load_report(source)).metrics)
+    for name in ("tilepack/min_ms", "ff-infer/min_ms"):
+        limit = metrics[name]
+        assert limit.allowed_max_ms < 2 * limit.value_ms
+    assert metrics["ff-infer/p50_ms"].max_regression_ratio == DEFAULT_RATIOS["cpu"]["p50_ms"][1]
+    assert {m.max_regression_abs_ms for m in metrics.values()} == {DEFAULT_ABS_MS["cpu"]}
+
+
+def test_gpu_defaults_are_tight_with_wider_tails_and_end_to_end(tmp_path):
+    cells = [cell("tilepack", values=samples(0.01)), cell("ff-infer", values=samples(0.5))]
+    record = report(cells, device="cuda", gpu="NVIDIA H100")
+    metrics = _short(emit_baseline(load_report(write(tmp_path / "r.json", record))).metrics)
+    ratios = {name: m.max_regression_ratio for name, m in metrics.items()}
+    assert ratios == {"tilepack/p50_ms": 0.10, "tilepack/p95_ms": 0.20, "ff-infer/p50_ms": 0.15,
+                      "ff-infer/p95_ms": 0.30}
+    assert {m.max_regression_abs_ms for m in metrics.values()} == {DEFAULT_ABS_MS["cuda"]}
+
+
+def test_ratio_and_abs_from_the_command_line(source):
+    metrics = _short(emit_baseline(load_report(source), ratio=0.5, abs_ms=0.002).metrics)
+    assert (metrics["tilepack/min_ms"].max_regression_ratio, metrics["tilepack/min_ms"].max_regression_abs_ms) \
+        == (0.5, 0.002)
+    scale = 0.5 / DEFAULT_RATIOS["cpu"]["min_ms"][0]
+    assert metrics["tilepack/p50_ms"].max_regression_ratio == pytest.approx(
+        DEFAULT_RATIOS["cpu"]["p50_ms"][0] * scale, abs=1e-4)  # rounded to 4 places
+    assert ratio_table("cuda", 0.05) == {"p50_ms": (0.05, 0.075), "p95_ms": (0.1, 0.15)}
+
+
+def test_several_reports_give_the_median(tmp_path):
+    paths = [write(tmp_path / f"r{i}.json", report([cell("tilepack", values=samples(median, seed=i))]))
+             for i, median in enumerate((0.2, 0.5, 0.21))]
+    baseline = emit_baseline([load_report(p) for p in paths])
+    p50 = baseline.metrics[TILEPACK + "p50_ms"]
+    assert p50.value_ms == pytest.approx(0.21, rel=0.03)
+    assert baseline.samples_for(TILEPACK + "p50_ms") == tuple(load_report(paths[2]).cells[0].samples_ms)
+    assert baseline.source_report["report_count"] == 3
+
+
+def test_several_reports_must_share_the_environment(tmp_path):
+    first = write(tmp_path / "a.json", report([cell()]))
+    other = write(tmp_path / "b.json", report([cell()], profile="fixed"))
+    with pytest.raises(InputFileError, match=r"b.json: field environment_key.profile: differs from .*a.json"):
+        emit_baseline([load_report(first), load_report(other)])
+
+
+def test_samples_stored_once_per_cell_and_capped(source):
+    loaded = load_report(source)
+    baseline = emit_baseline(loaded)
+    stored = baseline.metrics[TILEPACK + "min_ms"].samples_ms
+    assert len(stored) == MAX_STORED_SAMPLES and set(stored) <= set(loaded.cells[0].samples_ms)
+    assert baseline.metrics[TILEPACK + "p50_ms"].samples_ms == ()
+    assert baseline.samples_for(TILEPACK + "p50_ms") == stored
+    assert emit_baseline(loaded).metrics[TILEPACK + "min_ms"].samples_ms == stored  # seeded
+
+
+def test_provenance(source):
+    baseline = emit_baseline(load_report(source), notes="CI runner class")
+    assert baseline.source_report["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert baseline.source_report["git_commit"] == "abc123"
+    assert baseline.baseline_notes == "CI runner class"
+    assert "medians over the reports" in emit_baseline(load_report(source)).baseline_notes
+
+
+def test_no_ok_cell_is_an_error(tmp_path):
+    path = write(tmp_path / "r.json", report([cell(status="error", reason="boom")]))
+    with pytest.raises(InputFileError, match="field benchmarks: holds no ok cell"):
+        emit_baseline(load_report(path))

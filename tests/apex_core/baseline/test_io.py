@@ -1,0 +1,131 @@
+"""Baseline and report files: every bad input is one line naming the file and the field."""
+
+import copy
+import json
+
+import pytest
+
+from apex_core.baseline.emit import emit_baseline
+from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.io import baseline_record, dumps, load_baseline, load_report, write_baseline
+from apex_core.errors import UsageError
+from tests.apex_core.baseline.conftest import cell, report, write
+
+METRIC = "tilepack/default/torch-reference/fp32/p50_ms"
+
+
+@pytest.fixture()
+def good_baseline(tmp_path, two_cells):
+    source = write(tmp_path / "source.json", report(two_cells))
+    return baseline_record(emit_baseline(load_report(source)))
+
+
+def _set(record, path, value):
+    target = record
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return record
+
+
+_DELETE = object()
+
+BAD_BASELINES = [
+    (("suite",), _DELETE, "suite", "missing"),
+    (("metrics", METRIC, "value_ms"), _DELETE, f"metrics.{METRIC}.value_ms", "missing"),
+    (("metrics", METRIC, "value_ms"), "fast", f"metrics.{METRIC}.value_ms", "expected number, got string"),
+    (("metrics", METRIC, "max_regression_ratio"), -0.1, f"metrics.{METRIC}.max_regression_ratio",
+     "is negative"),
+    (("metrics", METRIC, "max_regression_abs_ms"), -1, f"metrics.{METRIC}.max_regression_abs_ms",
+     "is negative"),
+    (("metrics", METRIC, "max_regression_ratio"), True, f"metrics.{METRIC}.max_regression_ratio",
+     "expected number, got boolean"),
+    (("metrics", METRIC, "value_ms"), 0, f"metrics.{METRIC}.value_ms", "must be > 0"),
+    (("metrics", METRIC, "ratio"), 0.1, f"metrics.{METRIC}", "unknown field(s) ratio"),
+    (("metrics",), {}, "metrics", "is empty"),
+    (("metrics", "tilepack/p50"), {"value_ms": 1, "max_regression_ratio": 0, "max_regression_abs_ms": 0},
+     "metrics", "is not workload/case/backend/dtype/STAT (STAT one of min_ms, p50_ms"),
+    (("schema_version",), 2, "schema_version", "must be 1"),
+    (("environment_key", "device"), _DELETE, "environment_key.device", "missing"),
+    (("environment_key", "dtypes"), "fp32", "environment_key.dtypes", "expected array"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "problem"), BAD_BASELINES)
+def test_bad_baseline_field(tmp_path, good_baseline, path, value, field, problem):
+    target = write(tmp_path / "base.json", _set(copy.deepcopy(good_baseline), path, value))
+    with pytest.raises(InputFileError) as info:
+        load_baseline(target)
+    message = str(info.value)
+    assert isinstance(info.value, UsageError)
+    assert message.startswith(f"{target}: field {field}: "), message
+    assert problem in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"suite": ', "malformed JSON at line 1 column 11"),
+    ("", "malformed JSON at line 1 column 1"),
+    ('{"value": NaN}', "NaN is not a number JSON allows"),
+    ("[1, 2]", "expected object, got array"),
+])
+def test_malformed_files(tmp_path, text, problem):
+    target = write(tmp_path / "base.json", text)
+    for load in (load_baseline, load_report):
+        with pytest.raises(InputFileError, match=problem) as info:
+            load(target)
+        assert str(info.value).startswith(str(target))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputFileError, match="cannot read: No such file"):
+        load_baseline(tmp_path / "absent.json")
+
+
+BAD_REPORTS = [
+    (("benchmarks",), [], "benchmarks", "is empty"),
+    (("benchmarks",), _DELETE, "benchmarks", "missing"),
+    (("suite",), 3, "suite", "expected string, got integer"),
+    (("benchmarks", 0, "stats", "p50_ms"), "slow", "benchmarks[0].stats.p50_ms", "expected number"),
+    (("benchmarks", 0, "stats", "p50_ms"), _DELETE, "benchmarks[0].stats.p50_ms", "missing"),
+    (("benchmarks", 0, "samples_ms"), [], "benchmarks[0].samples_ms", "should be non-empty"),
+    (("benchmarks", 1, "status"), "great", "benchmarks[1].status", "must be one of"),
+    (("config", "profile"), _DELETE, "config.profile", "missing"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "problem"), BAD_REPORTS)
+def test_bad_report_field(tmp_path, two_cells, path, value, field, problem):
+    target = write(tmp_path / "report.json", _set(report(two_cells), path, value))
+    with pytest.raises(InputFileError) as info:
+        load_report(target)
+    assert str(info.value).startswith(f"{target}: field {field}: "), str(info.value)
+    assert problem in str(info.value)
+
+
+def test_report_fields_the_gate_does_not_read_may_change(tmp_path, two_cells):
+    record = report(two_cells)
+    record["replay"] = {"anything": "new"}
+    del record["status"]
+    assert len(load_report(write(tmp_path / "r.json", record)).cells) == 2
+
+
+def test_round_trip_keeps_samples_on_one_line(tmp_path, good_baseline):
+    first = tmp_path / "a.json"
+    write_baseline(first, load_baseline(write(tmp_path / "b.json", good_baseline)))
+    assert json.loads(first.read_text()) == good_baseline
+    sample_lines = [line for line in first.read_text().splitlines() if '"samples_ms"' in line]
+    assert len(sample_lines) == 2 and sample_lines[0].rstrip().endswith("]")
+
+
+def test_dumps_leaves_string_lists_alone():
+    assert '"fp32"' in dumps({"dtypes": ["fp32"], "x": [1, 2.5, -3e-05]})
+    assert "[1, 2.5, -3e-05]" in dumps({"x": [1, 2.5, -3e-05]})
+
+
+def test_cell_without_status_ok_needs_no_samples(tmp_path):
+    record = report([cell(status="crashed", reason="SIGSEGV")])
+    assert load_report(write(tmp_path / "r.json", record)).cells[0].status == "crashed"
