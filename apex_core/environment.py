@@ -105,6 +105,7 @@ def capture_environment(device: str) -> dict[str, Any]:
         "device": device,
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),  # CPU timings depend on it (docs/baselines.md)
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,
