@@ -7,7 +7,6 @@ import math
 import attrs
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 from apex_core.correctness import DTYPES, compare_outputs, upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
@@ -17,6 +16,7 @@ from apex_core.workloads.tile_stage1 import TileStage1
 from apex_core.workloads.tilepack import TilePack
 from apex_core.workloads.tilessm_scan import TileSSMScan
 from apex_core.workloads.tileunpack import TileUnpack
+from tests.workloads.host_sync import ForbidHostSync
 
 WORKLOADS = (TilePack(), TileUnpack(), FusionGate(), TileSSMScan(), TileStage1())
 SMOKE_CASES = [pytest.param(w, case, id=case.id) for w in WORKLOADS for case in w.cases(w.make_params("smoke"))]
@@ -84,25 +84,6 @@ def test_reference_leaves_inputs_untouched(workload, case):
     workload.reference(case, inputs)
     for name, tensor in inputs.items():
         assert_same(tensor, before[name])
-
-
-# torch calls that read device data on the host, or give data-dependent shapes
-SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere"}
-SYNCING |= {"unique", "unique_consecutive", "masked_select", "numpy", "cpu"}
-
-
-class ForbidHostSync(TorchFunctionMode):
-    """Fails on every torch call that would synchronize the host on a GPU."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in SYNCING:
-            raise AssertionError(f"host sync or data-dependent shape: {name}")
-        if name in ("__getitem__", "__setitem__"):
-            index = args[1] if isinstance(args[1], tuple) else (args[1],)
-            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
-                raise AssertionError(f"boolean-mask {name}: data-dependent shape")
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize(("workload", "case"), SMOKE_CASES)

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
-from torch.overrides import TorchFunctionMode
 
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.workloads.ff_infer import FFInfer, FFInferParams, level_weights
+from tests.workloads.host_sync import ForbidHostSync
 
 WORKLOAD = FFInfer()
 SMOKE = WORKLOAD.make_params("smoke")
@@ -240,24 +240,6 @@ def test_half_precision_reference_passes_its_tolerance(dtype_name: str, params) 
 
 
 # --- no host synchronization ---------------------------------------------------------------
-
-SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero",
-           "argwhere", "unique", "unique_consecutive", "masked_select", "numpy", "cpu"}  # fmt: skip
-
-
-class ForbidHostSync(TorchFunctionMode):
-    """Fails on every torch call that reads device data on the host or has a data-dependent shape."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in SYNCING:
-            raise AssertionError(f"host sync or data-dependent shape: {name}")
-        if name in ("__getitem__", "__setitem__"):
-            index = args[1] if isinstance(args[1], tuple) else (args[1],)
-            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
-                raise AssertionError(f"boolean-mask {name}: data-dependent shape")
-        return func(*args, **(kwargs or {}))
-
 
 def test_reference_never_syncs_the_host() -> None:
     case = case_of(SMALL)
