@@ -5,7 +5,6 @@ import os
 # The interpreter must be chosen before triton is imported anywhere in this process.
 os.environ["TRITON_INTERPRET"] = "1"
 
-import json  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
@@ -13,11 +12,11 @@ import torch  # noqa: E402
 
 import apex_core  # noqa: E402
 import apex_kernels  # noqa: E402
-from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
 from apex_core.results import Case, Status  # noqa: E402
 from apex_core.workloads.ff_infer import FFInfer, select_tiles  # noqa: E402
 from apex_kernels import ff_infer as kernels  # noqa: E402
 from apex_kernels.tuning import TRACKER  # noqa: E402
+from tests.apex_kernels.repeated_calls import check_repeated_calls  # noqa: E402
 
 WORKLOAD = FFInfer()
 CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
@@ -37,23 +36,8 @@ def check_launcher(overrides: dict[str, Any], dtype_name: str, calls: int = CALL
     """Call the launcher ``calls`` times on fresh inputs and poisoned outputs; compare each."""
     case = case_of(overrides)
     assert kernels.supports(case, dtype_name) is None
-    dtype = DTYPES[dtype_name]
-    inputs = WORKLOAD.make_inputs(case, "cpu", dtype, seed=100)
-    fn, outputs, metadata = kernels.make_launcher(case, inputs, **factory_kwargs)
-    json.dumps(metadata)  # metadata must be JSON-able
-    buffers = {name: t.data_ptr() for name, t in outputs.items()}
-    for call in range(calls):
-        fresh = WORKLOAD.make_inputs(case, "cpu", dtype, seed=101 + call)
-        for name, tensor in inputs.items():
-            tensor.copy_(fresh[name])  # in place, as the runner refreshes inputs
-        poison_(outputs)
-        got = fn()
-        reference = WORKLOAD.reference(case, upcast_inputs(inputs, torch.float64))
-        assert set(got) == set(reference) == {"fused", "alpha"}
-        assert {name: t.data_ptr() for name, t in got.items()} == buffers
-        assert all(t.dtype == dtype for t in got.values())
-        accuracy = compare_outputs(got, reference, WORKLOAD.tolerance(dtype_name), "check")
-        assert accuracy.passed, f"{overrides} {dtype_name} call {call}: {accuracy.message}"
+    check_repeated_calls(WORKLOAD, case, dtype_name, kernels.make_launcher, calls=calls,
+                         build_seed=100, first_seed=101, outputs_in_data_dtype=True, **factory_kwargs)
 
 
 @pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])

@@ -5,7 +5,6 @@ import os
 # The interpreter must be chosen before triton is imported anywhere in this process.
 os.environ["TRITON_INTERPRET"] = "1"
 
-import json  # noqa: E402
 from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -14,7 +13,6 @@ import torch  # noqa: E402
 
 import apex_core  # noqa: E402
 import apex_kernels  # noqa: E402
-from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
 from apex_core.interfaces import Workload  # noqa: E402
 from apex_core.results import Status  # noqa: E402
 from apex_core.workloads.fusiongate import FusionGate  # noqa: E402
@@ -22,6 +20,7 @@ from apex_core.workloads.tilessm_scan import TileSSMScan  # noqa: E402
 from apex_kernels import fusiongate as gate_kernels  # noqa: E402
 from apex_kernels import tilessm_scan as scan_kernels  # noqa: E402
 from apex_kernels.tuning import TRACKER  # noqa: E402
+from tests.apex_kernels.repeated_calls import check_repeated_calls  # noqa: E402
 
 CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
 
@@ -37,27 +36,10 @@ def check_launcher(workload: Workload, module: ModuleType, overrides: dict[str, 
     params = workload.make_params("smoke", overrides)
     cases = [c for c in workload.cases(params) if case_names is None or c.name in case_names]
     assert cases
-    dtype = DTYPES[dtype_name]
     for case in cases:
         assert module.supports(case, dtype_name) is None
-        inputs = workload.make_inputs(case, "cpu", dtype, seed=100)
-        fn, outputs, metadata = module.make_launcher(case, inputs, **factory_kwargs)
-        json.dumps(metadata)  # metadata must be JSON-able
-        buffers = {name: t.data_ptr() for name, t in outputs.items()}
-        for call in range(CALLS):
-            fresh = workload.make_inputs(case, "cpu", dtype, seed=101 + call)
-            for name, tensor in inputs.items():
-                tensor.copy_(fresh[name])  # in place, as the runner refreshes inputs
-            poison_(outputs)
-            got = fn()
-            reference = workload.reference(case, upcast_inputs(inputs, torch.float64))
-            assert set(got) == set(reference)
-            assert {name: t.data_ptr() for name, t in got.items()} == buffers
-            for name, ref in reference.items():
-                assert got[name].dtype == ref.dtype or ref.dtype == torch.float64
-            accuracy = compare_outputs(got, reference, workload.tolerance(dtype_name), "check")
-            assert accuracy.passed, f"{case.name} {overrides} {dtype_name} call {call}: " \
-                f"{accuracy.message}"
+        check_repeated_calls(workload, case, dtype_name, module.make_launcher, calls=CALLS,
+                             build_seed=100, first_seed=101, **factory_kwargs)
 
 
 # --- fusiongate -----------------------------------------------------------------------

@@ -6,8 +6,6 @@ import os
 # apex_kernels.tuning.autotune_configs keeps one config per kernel under it.
 os.environ["TRITON_INTERPRET"] = "1"
 
-import json  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -16,7 +14,6 @@ pytest.importorskip("triton")
 
 import apex_core  # noqa: E402
 import apex_kernels  # noqa: E402
-from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs  # noqa: E402
 from apex_core.interfaces import Workload  # noqa: E402
 from apex_core.results import Status  # noqa: E402
 from apex_core.timing import TimingOptions  # noqa: E402
@@ -24,6 +21,7 @@ from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
 from apex_core.workloads.tilepack import TilePack  # noqa: E402
 from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
 from apex_kernels import tile_stage1, tilepack, tileunpack  # noqa: E402
+from tests.apex_kernels.repeated_calls import Mutate, check_repeated_calls  # noqa: E402
 
 FACTORIES = {
     "tilepack": "apex_kernels.tilepack:make_launcher",
@@ -41,33 +39,13 @@ SHAPES = {
 }
 SHAPE_DTYPES = [(shape, dtype) for shape in SHAPES for dtype in ("fp32", "fp16")] + [("smoke", "bf16")]
 
-Mutate = Callable[[dict[str, torch.Tensor]], None]
-
-
 def check_repeated(workload: Workload, case_name: str, dtype_name: str, module,
                    overrides: dict | None = None, mutate: Mutate | None = None, calls: int = 3) -> dict:
     """Call the launcher ``calls`` times on fresh inputs with poisoned outputs; check every call."""
     params = workload.make_params("smoke", overrides or {})
     case = next(c for c in workload.cases(params) if c.name == case_name)
-    dtype = DTYPES[dtype_name]
-    inputs = workload.make_inputs(case, "cpu", dtype, seed=0)
-    fn, outputs, metadata = module.make_launcher(case, inputs)
-    json.dumps(metadata)  # the backend stores it in the report
-    for call in range(calls):
-        fresh = workload.make_inputs(case, "cpu", dtype, seed=100 + call)
-        if mutate is not None:
-            mutate(fresh)
-        workload.validate_inputs(case, fresh)
-        for name, tensor in fresh.items():
-            inputs[name].copy_(tensor)  # in place, as the runner refreshes them
-        poison_(outputs)
-        result = fn()
-        assert set(result) == set(outputs)
-        assert all(result[name] is outputs[name] for name in outputs), "outputs must be the buffers"
-        reference = workload.reference(case, upcast_inputs(inputs, torch.float64))
-        accuracy = compare_outputs(result, reference, workload.tolerance(dtype_name), f"call {call}")
-        assert accuracy.passed, f"call {call}: {accuracy.message}"
-    return metadata
+    return check_repeated_calls(workload, case, dtype_name, module.make_launcher, calls=calls,
+                                build_seed=0, first_seed=100, mutate=mutate)
 
 
 # --- tilepack ---------------------------------------------------------------------------
