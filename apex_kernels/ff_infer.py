@@ -29,7 +29,7 @@ from apex_core.workloads.ff_infer import NORM_EPS, SCAN_MERGE, FFInfer, level_we
 from apex_core.workloads.fusiongate import FusionGateParams
 from apex_core.workloads.tilessm_scan import TileSSMScanParams
 from apex_kernels import fusiongate, tilessm_scan
-from apex_kernels.tuning import TRACKER, autotune_configs, config_dict
+from apex_kernels.tuning import TRACKER, autotune_configs, pin_config
 
 SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 # A program holds one tile's pixels for BLOCK_C channels: 32 x 32 pixels (t = 16) at most.
@@ -256,9 +256,7 @@ def _sub_cases(p: Any) -> list[tuple[Case, Any]]:
 
 def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tuple[Any, dict]:
     """The autotuned kernel, or its bare jit function with config ``index`` (mod the list)."""
-    if index is None:
-        return kernel, {}
-    return kernel.fn, config_dict(configs[index % len(configs)])
+    return pin_config(kernel, None if index is None else configs[index % len(configs)])
 
 
 def _level(case: Case, inputs: dict[str, torch.Tensor], prefix: str, src: torch.Tensor,

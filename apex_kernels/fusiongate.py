@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from apex_core.results import Case
-from apex_kernels.tuning import TRACKER, autotune_configs, config_dict
+from apex_kernels.tuning import TRACKER, autotune_configs, pin_config
 
 SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 _INT32_LIMIT = 2**31  # offsets inside one image are int32; the batch offset is int64
@@ -164,10 +164,7 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
             inputs["wb"], inputs["wu"], inputs["bias"], alpha, fused, c, hw)
     bucket = f"B{b}_C{c}_HW{hw}_{str(base.dtype).removeprefix('torch.')}"
 
-    if config is None:
-        kernel, pinned = _fusiongate_kernel, {}
-    else:  # the bare jit function under the autotuner, with the config's meta-parameters
-        kernel, pinned = _fusiongate_kernel.fn, config_dict(config)
+    kernel, pinned = pin_config(_fusiongate_kernel, config)
 
     def fn() -> dict[str, torch.Tensor]:
         TRACKER.launch("fusiongate", kernel, grid, bucket, *args,

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from apex_core.results import Case
 from apex_core.workloads.tilessm_scan import DECAY_MAX, DECAY_MIN
-from apex_kernels.tuning import TRACKER, autotune_configs, config_dict
+from apex_kernels.tuning import TRACKER, autotune_configs, pin_config
 
 SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 DIRECTION_CODES = {"forward": 0, "backward": 1, "bidirectional": 2}
@@ -269,10 +269,7 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
     meta = {"DIRECTION": direction, "MERGE": merge, "BLOCK_K": block_k}
     bucket = f"B{b}_K{k}_C{c}_{case.name}_{case.params.merge}_{str(tokens.dtype).removeprefix('torch.')}"
 
-    if config is None:
-        kernel, pinned = _ssm_scan_kernel, {}
-    else:  # the bare jit function under the autotuner, with the config's meta-parameters
-        kernel, pinned = _ssm_scan_kernel.fn, config_dict(config)
+    kernel, pinned = pin_config(_ssm_scan_kernel, config)
 
     def fn() -> dict[str, torch.Tensor]:
         TRACKER.launch("tilessm-scan", kernel, grid, bucket, *args,

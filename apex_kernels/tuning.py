@@ -42,6 +42,16 @@ def config_dict(config: Any) -> dict[str, Any]:
     return out
 
 
+def pin_config(kernel: Any, config: Any | None) -> tuple[Any, dict[str, Any]]:
+    """The autotuned kernel as is, or its bare jit function with one config's meta-parameters.
+
+    Tests pin each configuration in turn, since the interpreter only ever runs the first.
+    """
+    if config is None:
+        return kernel, {}
+    return kernel.fn, config_dict(config)
+
+
 @attrs.define
 class LaunchRecord:
     """Counters for one kernel at one shape bucket."""
