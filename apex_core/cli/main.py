@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, str] = {
     "compare": "apex_core.cli.compare_command",
     "baseline": "apex_core.cli.baseline_command",
     "attest": "apex_core.cli.attest_command",
+    "export-onnx": "apex_core.cli.export_onnx_command",
+    "sweep": "apex_core.cli.sweep_command",
 }
 
 

@@ -1,0 +1,4 @@
+"""The engine path: ONNX export, shape cases and the engine shape sweep.
+
+Nothing here imports onnx, onnxruntime or tensorrt at module level.
+"""
