@@ -35,7 +35,7 @@ def supports(case: Case, dtype_name: str) -> str | None:
 # CB steps of BLOCK_C channels, reusing its selection for all of them (at large K the
 # id compares are then amortised over many channels); CB * BLOCK_C = 1 gives the most
 # programs at small profiles.
-_CONFIGS = [
+BAND_CONFIGS = [
     triton.Config({"BLOCK_C": 2, "CB": 2}, num_warps=4),
     triton.Config({"BLOCK_C": 1, "CB": 1}, num_warps=2),
     triton.Config({"BLOCK_C": 2, "CB": 1}, num_warps=4),
@@ -60,17 +60,18 @@ def _selected(idx, row0, K, first_tile, NTB: tl.constexpr, KC: tl.constexpr):
     return count > 0
 
 
-@triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "H", "W", "K", "T"])
 @triton.jit
-def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
-                   T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr,
-                   KC: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Axis 0: (b, tile row, row chunk, tile-column block); axis 1: CB channel blocks."""
+def band_block(pid, H, W, T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr):
+    """Program ``pid``'s band: ``(b, tile row, tile-column block, y4, x4, pixel mask)``.
+
+    Axis 0 enumerates (b, tile row, row chunk, block of NTB tile columns). The block is
+    ``[1, RB, NTB, TP]``: dx innermost and whole tiles side by side, so a row of the
+    band is one contiguous run of NTB * t elements.
+    """
     CHUNKS: tl.constexpr = (T + RB - 1) // RB
     per_row = W // T
     tile_rows = H // T
     col_blocks = tl.cdiv(per_row, NTB)
-    pid = tl.program_id(0)
     cb = pid % col_blocks
     rest = pid // col_blocks
     chunk = rest % CHUNKS
@@ -80,12 +81,21 @@ def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
     tcol = cb * NTB + tl.arange(0, NTB)
     dy = chunk * RB + tl.arange(0, RB)
     dx = tl.arange(0, TP)
-    # [BLOCK_C, RB, NTB, TP]: dx innermost and whole tiles side by side, so a row of
-    # the band is one contiguous run of NTB * t elements
     y4 = (ty * T + dy)[None, :, None, None]
     x4 = (tcol[:, None] * T + dx[None, :])[None, None, :, :]
     col_ok = (tcol[:, None] < per_row) & (dx[None, :] < T)
     pix_ok = (dy < T)[None, :, None, None] & col_ok[None, None, :, :]
+    return b, ty, cb, y4, x4, pix_ok
+
+
+@triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.jit
+def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
+                   T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr,
+                   KC: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Axis 0: (b, tile row, row chunk, tile-column block); axis 1: CB channel blocks."""
+    per_row = W // T
+    b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
     c = tl.program_id(1) * CB * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (c < C)[:, None, None, None] & pix_ok
     offs = ((b.to(tl.int64) * C + c[:, None, None, None]) * H + y4) * W + x4
@@ -109,15 +119,18 @@ def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
         tl.store(out + offs, tl.where(keep, res.to(out.dtype.element_ty), xv), mask=mask)
 
 
-def band_shape(tile_size: int, tiles_per_row: int) -> tuple[int, int, int]:
+def band_shape(tile_size: int, tiles_per_row: int, column_budget: int | None = None,
+               pixel_budget: int | None = None) -> tuple[int, int, int]:
     """``(TP, RB, NTB)``: padded tile width, pixel rows and whole tiles per program.
 
     About COLUMN_BUDGET columns (NTB tiles side by side) and PIXEL_BUDGET pixels per
-    channel; tiles taller than that budget are split into row chunks.
+    channel (or the budgets given); tiles taller than that are split into row chunks.
     """
+    column_budget = COLUMN_BUDGET if column_budget is None else column_budget
+    pixel_budget = PIXEL_BUDGET if pixel_budget is None else pixel_budget
     tp = triton.next_power_of_2(tile_size)
-    ntb = min(triton.next_power_of_2(tiles_per_row), max(1, COLUMN_BUDGET // tp))
-    rb = min(tp, max(1, PIXEL_BUDGET // (ntb * tp)))
+    ntb = min(triton.next_power_of_2(tiles_per_row), max(1, column_budget // tp))
+    rb = min(tp, max(1, pixel_budget // (ntb * tp)))
     return tp, rb, ntb
 
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from apex_core.results import Case
+from apex_kernels.tile_stage1 import BAND_CONFIGS, band_block, band_shape
 from apex_kernels.tilepack import Launcher, check_data_tensors, dtype_reason, shape_bucket
 from apex_kernels.tuning import TRACKER, autotune_configs
 
@@ -26,6 +27,17 @@ MAX_KC = 1024
 
 # Above every priority key (levels are int32, so |level * K + k| < 2**62).
 NO_KEY = tl.constexpr(2**62)
+
+# Aligned cases (override, blend: origins on the tile grid, checked when inputs are made)
+# take the band kernels below while K fits one sort of this many lanes; the general walk
+# above serves overlap and larger K.
+ALIGNED_MAX_K = 1024
+# Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
+BAND_COLUMN_BUDGET = 128
+BAND_PIXEL_BUDGET = 1024
+# Weight of the tile slot above the priority key in the sort key: levels are checked
+# to be non-negative int32 and K <= ALIGNED_MAX_K = 2**10, so keys stay below 2**41.
+SLOT_UNIT = tl.constexpr(2**41)
 
 
 def supports(case: Case, dtype_name: str) -> str | None:
@@ -187,15 +199,164 @@ def _unpack_blend_kernel(base, packed, origins, levels, alpha, out, C, W, HW, K,
         tl.store(out + offs, acc.to(out.dtype.element_ty), mask=m2)
 
 
+# --- aligned origins: one program per band of tile slots ---------------------------------
+
+
+@triton.jit
+def _band_tiles(origins, levels, row0, K, ty, col0, T: tl.constexpr, NTB: tl.constexpr,
+                KC: tl.constexpr):
+    """The band's tiles grouped by slot, ascending priority inside each slot.
+
+    Returns ``(sorted, start, count)``: ``sorted`` holds ``slot * SLOT_UNIT + key`` for
+    every tile on one of this band's NTB slots (others sort last), ``start[s]`` and
+    ``count[s]`` where slot s's run begins in it and how long it is. One sort per program
+    replaces a walk over all K keys per priority step.
+    """
+    kk = tl.arange(0, KC)
+    km = kk < K
+    oy = tl.load(origins + (row0 + kk) * 2, mask=km, other=-1)
+    ox = tl.load(origins + (row0 + kk) * 2 + 1, mask=km, other=0)
+    lv = tl.load(levels + row0 + kk, mask=km, other=0)
+    slot = ox // T - col0
+    inband = km & (oy == ty * T) & (slot >= 0) & (slot < NTB)
+    key = lv.to(tl.int64) * K + kk
+    packed_key = tl.where(inband, slot.to(tl.int64) * SLOT_UNIT + key,
+                          tl.full([KC], NTB, tl.int64) * SLOT_UNIT)
+    ordered = tl.sort(packed_key)
+    count = tl.histogram(slot, NTB, mask=inband)
+    start = tl.cumsum(count, 0) - count
+    return ordered, start, count
+
+
+@triton.jit
+def _slot_tile(ordered, start, count, j, K, KC: tl.constexpr):
+    """Per slot, the k of its j-th tile in ascending priority, and whether it has one."""
+    has = (j >= 0) & (j < count)
+    at = tl.minimum(start + j, KC - 1)
+    key = tl.gather(ordered, tl.maximum(at, 0), 0) % SLOT_UNIT
+    return key % K, has
+
+
+@triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.jit
+def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
+                                 T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
+                                 NTB: tl.constexpr, KC: tl.constexpr,
+                                 BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Each slot takes its highest-priority tile (the last of its run); empty slots copy base."""
+    b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
+    ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
+    k, has = _slot_tile(ordered, start, count, count - 1, K, KC)
+    has4 = has[None, None, :, None]
+    # offset of each pixel inside its slot's winning tile, minus the channel term
+    in_tile = ((b.to(tl.int64) * K + k[None, None, :, None]) * C * T + (y4 - ty * T)) * T + x4 % T
+    for i in tl.static_range(CB):
+        c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c4 = c[:, None, None, None]
+        mask = (c4 < C) & pix_ok
+        offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
+        # one load per output element: from the winning tile, or from base where none
+        tile_val = tl.load(packed + in_tile + c4.to(tl.int64) * T * T, mask=mask & has4)
+        base_val = tl.load(base + offs, mask=mask & ~has4)
+        tl.store(out + offs, tl.where(has4, tile_val, base_val), mask=mask)
+
+
+@triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.jit
+def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W, K,
+                              T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
+                              NTB: tl.constexpr, KC: tl.constexpr,
+                              BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Per slot its tiles in ascending priority: ``out = (1 - a) * out + a * P``, all slots at once."""
+    b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
+    c = tl.program_id(1) * CB * BLOCK_C + tl.arange(0, BLOCK_C)
+    c4 = c[:, None, None, None]
+    mask = (c4 < C) & pix_ok
+    offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
+    # issued before the sort so its DRAM latency overlaps it; fp32 accumulator, one rounding
+    acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+    ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
+    depth = tl.max(count, 0)
+    a = tl.load(alpha).to(tl.float32)
+    within = (y4 - ty * T) * T + x4 % T
+    for i in tl.static_range(CB):
+        if i > 0:
+            c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
+            c4 = c[:, None, None, None]
+            mask = (c4 < C) & pix_ok
+            offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
+            acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+        # level j applies every slot's j-th tile at once: depth steps, each over the block
+        for j in range(depth):
+            k, has = _slot_tile(ordered, start, count, j, K, KC)
+            has4 = has[None, None, :, None]
+            src = ((b.to(tl.int64) * K + k[None, None, :, None]) * C + c4) * T * T + within
+            tile_val = tl.load(packed + src, mask=mask & has4, other=0.0).to(tl.float32)
+            acc = tl.where(has4, (1.0 - a) * acc + a * tile_val, acc)
+        tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)
+
+
 def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     """Allocate ``out`` once; return the launch closure, the outputs and the launch metadata."""
     if case.name not in CASE_MODES:
         raise ValueError(f"tileunpack: unknown case {case.name!r}; choose from {', '.join(CASE_MODES)}")
+    base, packed = inputs["base"], inputs["packed"]
+    check_data_tensors("tileunpack", {"base": base, "packed": packed, "origins": inputs["origins"],
+                                      "levels": inputs["levels"]})
+    k = packed.shape[1]
+    # override and blend origins are on the tile grid (the workload checks it when inputs
+    # are made), so whole tile slots can be handled per program
+    if case.name != "overlap" and k <= ALIGNED_MAX_K:
+        return _band_launcher(case, inputs)
+    return _walk_launcher(case, inputs)
+
+
+def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     mode = CASE_MODES[case.name]
     base, packed = inputs["base"], inputs["packed"]
     origins, levels, alpha = inputs["origins"], inputs["levels"], inputs["alpha"]
-    check_data_tensors("tileunpack", {"base": base, "packed": packed, "origins": origins,
-                                      "levels": levels})
+    b, c, h, w = base.shape
+    k, t = packed.shape[1], packed.shape[-1]
+    per_row = w // t
+    tp, rb, ntb = band_shape(t, per_row, BAND_COLUMN_BUDGET, BAND_PIXEL_BUDGET)
+    kc = triton.next_power_of_2(k)
+    programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
+    out = torch.empty_like(base)
+    outputs = {"out": out}
+    bucket = shape_bucket(b, c, h, w, t, k)
+    constexprs = {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc}
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        # sized from the config the autotuner actually runs, never from a fixed block
+        return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+    if mode == "override":
+        kernel = _unpack_override_band_kernel
+        args: tuple[Any, ...] = (base, packed, origins, levels, out, c, h, w, k)
+    else:
+        kernel = _unpack_blend_band_kernel
+        args = (base, packed, origins, levels, alpha, out, c, h, w, k)
+
+    def launch() -> dict[str, torch.Tensor]:
+        TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket, *args, **constexprs)
+        return outputs
+
+    metadata = {
+        "kernel": kernel.fn.__name__,
+        "mode": mode,
+        "decomposition": "axis0 = (b, tile row, row chunk, block of NTB tile slots), axis1 = CB "
+                         "channel blocks; the band's tiles sorted once by (slot, level, k)",
+        "programs_axis0": programs_axis0,
+        **constexprs,
+        "autotuned": ["BLOCK_C", "CB", "num_warps"],
+    }
+    return launch, outputs, metadata
+
+
+def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
+    mode = CASE_MODES[case.name]
+    base, packed = inputs["base"], inputs["packed"]
+    origins, levels, alpha = inputs["origins"], inputs["levels"], inputs["alpha"]
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     hw = h * w
@@ -212,18 +373,14 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
 
     if mode == "override":
         kernel = _unpack_override_kernel
-
-        def launch() -> dict[str, torch.Tensor]:
-            TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket,
-                           base, packed, origins, levels, out, c, w, hw, k, **constexprs)
-            return outputs
+        args: tuple[Any, ...] = (base, packed, origins, levels, out, c, w, hw, k)
     else:
         kernel = _unpack_blend_kernel
+        args = (base, packed, origins, levels, alpha, out, c, w, hw, k)
 
-        def launch() -> dict[str, torch.Tensor]:
-            TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket,
-                           base, packed, origins, levels, alpha, out, c, w, hw, k, **constexprs)
-            return outputs
+    def launch() -> dict[str, torch.Tensor]:
+        TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket, *args, **constexprs)
+        return outputs
 
     metadata = {
         "kernel": kernel.fn.__name__,

@@ -112,8 +112,29 @@ def test_tileunpack_walks_many_tiles_in_chunks(case_name: str, monkeypatch: pyte
     # K = 9 -> 5 chunks, the last one partial: the keys no longer fit in registers, and
     # each step of the priority walk rescans them from memory
     monkeypatch.setattr(tileunpack, "MAX_KC", 2)
+    monkeypatch.setattr(tileunpack, "ALIGNED_MAX_K", 8)  # K = 9: aligned cases take the walk too
     metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9})
     assert (metadata["KC"], metadata["ONE_CHUNK"]) == (2, False)
+
+
+@pytest.mark.parametrize("case_name", ["override", "blend"])
+def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
+    metadata = check_repeated(TileUnpack(), case_name, "fp16", tileunpack, SHAPES["c6-t8-wide"])
+    assert metadata["kernel"] == f"_unpack_{case_name}_band_kernel"
+    overlap = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, SHAPES["c6-t8-wide"], calls=1)
+    assert overlap["kernel"] == "_unpack_override_kernel"
+
+
+@pytest.mark.parametrize("case_name", ["override", "blend"])
+@pytest.mark.parametrize("mutate", [None, aligned_tied_duplicates], ids=["random", "stacked"])
+def test_tileunpack_band_kernel_small_bands(case_name: str, mutate: Mutate | None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # one tile slot per program and one pixel row per row chunk: many bands, each with
+    # its own slice of the sorted tiles; stacked: every tile on one slot, K levels deep
+    monkeypatch.setattr(tileunpack, "BAND_COLUMN_BUDGET", 4)
+    monkeypatch.setattr(tileunpack, "BAND_PIXEL_BUDGET", 4)
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
+    assert (metadata["NTB"], metadata["RB"]) == (1, 1)
 
 
 def test_tileunpack_blend_with_alpha_at_the_bounds() -> None:
