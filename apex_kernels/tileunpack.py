@@ -35,6 +35,12 @@ ALIGNED_MAX_K = 1024
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
+# The band configs of tile-stage1, plus deeper channel loops: each program sorts its
+# band's tiles once, so at large K more channels per program amortise the sort.
+_BAND_CONFIGS = [*BAND_CONFIGS,
+                 triton.Config({"BLOCK_C": 4, "CB": 32}, num_warps=4),
+                 triton.Config({"BLOCK_C": 8, "CB": 32}, num_warps=8)]
+
 # Weight of the tile slot above the priority key in the sort key: levels are checked
 # to be non-negative int32 and K <= ALIGNED_MAX_K = 2**10, so keys stay below 2**41.
 SLOT_UNIT = tl.constexpr(2**41)
@@ -237,7 +243,7 @@ def _slot_tile(ordered, start, count, j, K, KC: tl.constexpr):
     return key % K, has
 
 
-@triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
 @triton.jit
 def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
                                  T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
@@ -250,7 +256,7 @@ def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
     has4 = has[None, None, :, None]
     # offset of each pixel inside its slot's winning tile, minus the channel term
     in_tile = ((b.to(tl.int64) * K + k[None, None, :, None]) * C * T + (y4 - ty * T)) * T + x4 % T
-    for i in tl.static_range(CB):
+    for i in range(CB):  # a loop, not unrolled: CB runs up to 32
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         c4 = c[:, None, None, None]
         mask = (c4 < C) & pix_ok
@@ -261,7 +267,7 @@ def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
         tl.store(out + offs, tl.where(has4, tile_val, base_val), mask=mask)
 
 
-@triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
 @triton.jit
 def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W, K,
                               T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
@@ -269,23 +275,17 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W
                               BLOCK_C: tl.constexpr, CB: tl.constexpr):
     """Per slot its tiles in ascending priority: ``out = (1 - a) * out + a * P``, all slots at once."""
     b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
-    c = tl.program_id(1) * CB * BLOCK_C + tl.arange(0, BLOCK_C)
-    c4 = c[:, None, None, None]
-    mask = (c4 < C) & pix_ok
-    offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
-    # issued before the sort so its DRAM latency overlaps it; fp32 accumulator, one rounding
-    acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
     ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
     depth = tl.max(count, 0)
     a = tl.load(alpha).to(tl.float32)
     within = (y4 - ty * T) * T + x4 % T
-    for i in tl.static_range(CB):
-        if i > 0:
-            c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
-            c4 = c[:, None, None, None]
-            mask = (c4 < C) & pix_ok
-            offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
-            acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+    for i in range(CB):  # a loop, not unrolled: CB runs up to 32
+        c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c4 = c[:, None, None, None]
+        mask = (c4 < C) & pix_ok
+        offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
+        # fp32 accumulator, rounded once at the store
+        acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
         # level j applies every slot's j-th tile at once: depth steps, each over the block
         for j in range(depth):
             k, has = _slot_tile(ordered, start, count, j, K, KC)
