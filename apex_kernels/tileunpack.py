@@ -30,8 +30,12 @@ NO_KEY = tl.constexpr(2**62)
 
 # Aligned cases (override, blend: origins on the tile grid, checked when inputs are made)
 # take the band kernels below while K fits one sort of this many lanes; the general walk
-# above serves overlap and larger K.
+# above serves overlap and larger K. Override takes the walk already above
+# OVERRIDE_BAND_MAX_K: it needs one winner per pixel, which the walk finds without a
+# sort (H200, fp16: band 9.1 vs walk 10.6 us at K = 32, but 1337 vs 1152 us at K = 1024;
+# the crossover between the two was not measured). Blend: band 1384 vs walk 3670 us.
 ALIGNED_MAX_K = 1024
+OVERRIDE_BAND_MAX_K = 64
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -306,7 +310,8 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     k = packed.shape[1]
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
-    if case.name != "overlap" and k <= ALIGNED_MAX_K:
+    band_max_k = OVERRIDE_BAND_MAX_K if case.name == "override" else ALIGNED_MAX_K
+    if case.name != "overlap" and k <= min(band_max_k, ALIGNED_MAX_K):
         return _band_launcher(case, inputs)
     return _walk_launcher(case, inputs)
 
