@@ -1,10 +1,60 @@
-"""Availability checks shared by the TensorRT backends (tensorrt is imported lazily)."""
+"""What the TensorRT backends and the engine sweep share: availability, engines, builds, plugin libraries.
+
+Written against the TensorRT 10 Python API (named I/O tensors, ``set_input_shape`` /
+``set_tensor_address`` / ``execute_async_v3``, ``IPluginRegistry.get_creator``).
+``tensorrt`` is imported only inside the functions that need it, never at import time.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
 from adapters.lazy_import import cuda_reason, try_import
+from apex_core.engine.runtime import BoundModel
+from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
+from apex_core.errors import ApexBenchError, UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
 
 TENSORRT_HINT = "pip install tensorrt; needs NVIDIA's package index"
+PLUGIN_LIB_ENV = "APEXX_TRT_PLUGIN_LIB"
+
+# TensorRT DataType member name -> our dtype name; others (FP8, INT4, FP4...) cannot be fed.
+_TRT_DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "BF16": "bf16", "INT8": "int8", "INT32": "int32",
+               "INT64": "int64", "BOOL": "bool", "UINT8": "uint8"}
+FEEDABLE_DTYPES = frozenset(_TRT_DTYPES.values())
+_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
+                 "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
+_TRT_ATTRS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
+              "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
+_PRECISION_FLAGS = {"fp32": None, "fp16": "FP16", "bf16": "BF16"}
+
+
+class TensorRTUnavailableError(UsageError):
+    """tensorrt cannot be imported here, or there is no CUDA device for it."""
+
+
+class EngineLoadError(UsageError):
+    """A serialized engine is missing or TensorRT cannot deserialize it."""
+
+
+class EngineBuildError(ApexBenchError):
+    """TensorRT rejected a network (ONNX parse, optimization profile, builder)."""
+
+
+class PluginLibraryError(UsageError):
+    """A plugin library is missing, is not a shared library, or fails to load."""
 
 
 def tensorrt_reason(device: str) -> str:
@@ -12,6 +62,372 @@ def tensorrt_reason(device: str) -> str:
     _trt, reason = try_import("tensorrt", TENSORRT_HINT)
     if reason:
         return reason
-    if device != "cuda":
+    if not device.startswith("cuda"):
         return "TensorRT runs on CUDA devices only (use --device cuda)"
     return cuda_reason()
+
+
+def import_tensorrt(device: str = "cuda") -> Any:
+    """``import tensorrt`` or raise ``TensorRTUnavailableError`` with the probe's reason."""
+    reason = tensorrt_reason(device)
+    if reason:
+        raise TensorRTUnavailableError(reason)
+    import tensorrt
+
+    return tensorrt
+
+
+def dtype_name_of_trt(trt_dtype: Any) -> str:
+    """Our dtype name of a TensorRT ``DataType`` (its lower-cased name when we have none)."""
+    member = getattr(trt_dtype, "name", None) or str(trt_dtype).rsplit(".", 1)[-1]
+    return _TRT_DTYPES.get(member.upper(), member.lower())
+
+
+def torch_dtype(dtype_name: str) -> torch.dtype:
+    import torch
+
+    return getattr(torch, _TORCH_DTYPES[dtype_name])
+
+
+def dtype_name_of_torch(dtype: torch.dtype) -> str:
+    text = str(dtype).removeprefix("torch.")
+    return next((name for name, attr in _TORCH_DTYPES.items() if attr == text), text)
+
+
+def cell_dtype_name(tensors: Mapping[str, torch.Tensor]) -> str:
+    """A cell's dtype as its data tensors carry it: the lowest floating precision among them."""
+    names = {dtype_name_of_torch(t.dtype) for t in tensors.values() if t.is_floating_point()}
+    return next((name for name in ("bf16", "fp16") if name in names), "fp32")
+
+
+class _RecordingLogger:
+    """Factory of the one TensorRT logger per process; it keeps error messages for our reasons."""
+
+    instance: Any = None
+
+    @classmethod
+    def get(cls, trt: Any) -> Any:
+        if cls.instance is None:
+
+            class Recording(trt.ILogger):
+                def __init__(self) -> None:
+                    trt.ILogger.__init__(self)
+                    self.errors: list[str] = []
+
+                def log(self, severity: Any, msg: str) -> None:
+                    if severity in (trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR):
+                        self.errors.append(msg)
+                        log.error("tensorrt: %s", msg)
+                    elif severity == trt.ILogger.Severity.WARNING:
+                        log.warning("tensorrt: %s", msg)
+
+                def drain(self) -> str:
+                    text, self.errors = "; ".join(self.errors[-3:]), []
+                    return text
+
+            cls.instance = Recording()  # TensorRT wants one logger for every builder and runtime
+        return cls.instance
+
+
+def _spec_of(engine: Any, trt: Any, name: str) -> TensorSpec:
+    is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+    shape = tuple(int(d) for d in engine.get_tensor_shape(name))
+    profile = None
+    if is_input and engine.num_optimization_profiles > 0:
+        lo, opt, hi = (tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, 0))
+        profile = ProfileRange(lo, opt, hi)
+    return TensorSpec(name, is_input, dtype_name_of_trt(engine.get_tensor_dtype(name)),
+                      tuple(DYNAMIC if d < 0 else d for d in shape), (None,) * len(shape), profile)
+
+
+def describe(spec: TensorSpec) -> str:
+    """``name dtype [d0, ?, ...]`` plus the profile range of an input, for messages."""
+    dims = ", ".join("?" if d == DYNAMIC else str(d) for d in spec.shape)
+    text = f"{spec.name} {spec.dtype} [{dims}]"
+    if spec.profile is not None and spec.is_dynamic:
+        text += f" (profile {list(spec.profile.min)} .. {list(spec.profile.max)})"
+    return text
+
+
+def feed_problem(inputs: Sequence[TensorSpec], feeds: Mapping[str, tuple[str, tuple[int, ...]]]) -> str:
+    """Empty when ``feeds`` ({name: (dtype name, shape)}) fit the engine's inputs, else the first misfit."""
+    names = [spec.name for spec in inputs]
+    unknown = sorted(set(feeds) - set(names))
+    if unknown:
+        return f"unknown input(s) {', '.join(unknown)}; the engine expects: {'; '.join(map(describe, inputs))}"
+    for spec in inputs:
+        if spec.name not in feeds:
+            if spec.is_dynamic:
+                return f"dynamic dimension with no shape given: input {describe(spec)} has no tensor"
+            return f"missing input {describe(spec)}"
+        dtype, shape = feeds[spec.name]
+        if dtype != spec.dtype:
+            return f"input {spec.name!r} is {dtype}, the engine expects {describe(spec)}"
+        if len(shape) != spec.rank or any(w != DYNAMIC and g != w for g, w in zip(shape, spec.shape,
+                                                                                      strict=False)):
+            return f"input {spec.name!r} has shape {list(shape)}, the engine expects {describe(spec)}"
+        if spec.profile is not None and not spec.profile.contains(shape):
+            return f"input {spec.name!r} has shape {list(shape)}, outside the profile: {describe(spec)}"
+    return ""
+
+
+@attrs.frozen
+class TensorRTEngineModel:
+    """A deserialized engine on one CUDA device, described by name (an ``EngineModel``)."""
+
+    label: str
+    device: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    engine: Any = attrs.field(repr=False)
+    trt_runtime: Any = attrs.field(repr=False)  # the engine must not outlive its runtime
+    runtime: str = "tensorrt"
+
+    def bind(self, feeds: Mapping[str, torch.Tensor]) -> BoundModel:
+        """Set input shapes, allocate outputs once and bind every address; ``fn`` only enqueues."""
+        import torch
+
+        problem = feed_problem(self.inputs, {n: (dtype_name_of_torch(t.dtype), tuple(t.shape))
+                                             for n, t in feeds.items()})
+        if problem:
+            raise UsageError(problem)
+        for name, tensor in feeds.items():
+            if not tensor.is_cuda or not tensor.is_contiguous():
+                raise UsageError(f"input {name!r} must be a contiguous CUDA tensor for TensorRT")
+        device = next(iter(feeds.values())).device
+        context = self.engine.create_execution_context()
+        if context is None:
+            raise RuntimeError(f"TensorRT could not create an execution context for {self.label}")
+        for spec in self.inputs:
+            if not context.set_input_shape(spec.name, tuple(feeds[spec.name].shape)):
+                raise UsageError(f"TensorRT rejected shape {list(feeds[spec.name].shape)} for {describe(spec)}")
+        if not context.all_binding_shapes_specified:
+            raise UsageError(f"{self.label}: not every input shape is specified")
+        unresolved = context.infer_shapes()
+        if unresolved:
+            raise UsageError(f"{self.label}: TensorRT cannot infer the shapes of {', '.join(unresolved)}")
+        outputs: dict[str, torch.Tensor] = {}
+        for spec in self.outputs:
+            shape = tuple(int(d) for d in context.get_tensor_shape(spec.name))
+            if any(d < 0 for d in shape):
+                raise UsageError(f"output {spec.name!r} has a data-dependent shape {list(shape)}; "
+                                 "apex-bench needs output shapes that follow from the input shapes")
+            outputs[spec.name] = torch.empty(shape, dtype=torch_dtype(spec.dtype), device=device)
+        for name, tensor in {**feeds, **outputs}.items():
+            if not context.set_tensor_address(name, tensor.data_ptr()):
+                raise RuntimeError(f"TensorRT refused the address of {name!r} in {self.label}")
+        held = (self, context, dict(feeds))  # keep engine, context and fed tensors alive with fn
+
+        def run() -> dict[str, torch.Tensor]:
+            # the caller's current stream (the timer's stream while timing); no host sync here
+            if not held[1].execute_async_v3(torch.cuda.current_stream(device).cuda_stream):
+                raise RuntimeError(f"TensorRT execute_async_v3 failed for {self.label}")
+            return outputs
+
+        return BoundModel(fn=run,
+                          input_shapes={s.name: tuple(feeds[s.name].shape) for s in self.inputs},
+                          output_shapes={n: tuple(t.shape) for n, t in outputs.items()},
+                          outputs=outputs)
+
+
+def engine_model_from_bytes(data: bytes, device: str = "cuda", label: str = "engine") -> TensorRTEngineModel:
+    """Deserialize an engine on ``device``; raises ``EngineLoadError`` saying why it failed."""
+    import torch
+
+    trt = import_tensorrt(device)
+    logger = _RecordingLogger.get(trt)
+    logger.drain()
+    with torch.cuda.device(torch.device(device)):
+        trt_runtime = trt.Runtime(logger)
+        engine = trt_runtime.deserialize_cuda_engine(data)
+    if engine is None:
+        why = logger.drain() or "not an engine of this TensorRT version and GPU"
+        raise EngineLoadError(f"deserialization failed: TensorRT cannot load {label}: {why}")
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    specs = [_spec_of(engine, trt, name) for name in names]
+    return TensorRTEngineModel(label, device, tuple(s for s in specs if s.is_input),
+                               tuple(s for s in specs if not s.is_input), engine, trt_runtime)
+
+
+def load_engine_model(path: str | os.PathLike[str], device: str = "cuda") -> TensorRTEngineModel:
+    """Load a serialized engine (``.engine``/``.plan``) as an ``EngineModel`` (runtime "tensorrt")."""
+    engine_path = Path(path)
+    import_tensorrt(device)  # not installed / no CUDA come before any question about the file
+    if not engine_path.is_file():
+        raise EngineLoadError(f"engine file not found: {engine_path}")
+    return engine_model_from_bytes(engine_path.read_bytes(), device, str(engine_path))
+
+
+def profile_around(shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(min, opt, max) around one input shape: half to double each dim, optimized for the shape itself."""
+    opt = tuple(int(d) for d in shape)
+    return tuple(max(1, d // 2) for d in opt), opt, tuple(max(1, 2 * d) for d in opt)
+
+
+def network_profile(network_inputs: Sequence[tuple[str, tuple[int, ...]]],
+                    profile_shapes: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]
+                    ) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """The profile entries of a network's dynamic inputs; the dims the network fixes stay fixed."""
+    entries: dict[str, tuple[tuple[int, ...], ...]] = {}
+    for name, shape in network_inputs:
+        if all(d >= 0 for d in shape):
+            continue
+        if name not in profile_shapes:
+            dims = ", ".join("?" if d < 0 else str(d) for d in shape)
+            raise EngineBuildError(f"dynamic dimension with no shape given: input {name!r} [{dims}]")
+        ranges = [tuple(int(d) for d in dims) for dims in profile_shapes[name]]
+        if any(len(r) != len(shape) for r in ranges):
+            raise EngineBuildError(f"profile of input {name!r} has rank {len(ranges[0])}, the network's "
+                                   f"input has rank {len(shape)}")
+        entries[name] = tuple(tuple(d if d >= 0 else r[i] for i, d in enumerate(shape)) for r in ranges)
+    return entries
+
+
+def _configured_build(trt: Any, builder: Any, network: Any, precision: str, label: str,
+                      profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None) -> bytes:
+    """Set the precision flag and profile, build, and return the serialized engine."""
+    if precision not in _PRECISION_FLAGS:
+        raise EngineBuildError(f"unknown precision {precision!r}; valid: {', '.join(_PRECISION_FLAGS)}")
+    config = builder.create_builder_config()
+    flag = _PRECISION_FLAGS[precision]
+    if flag:
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    if profile:
+        optimization_profile = builder.create_optimization_profile()
+        for name, (lo, opt, hi) in profile.items():
+            optimization_profile.set_shape(name, lo, opt, hi)
+        config.add_optimization_profile(optimization_profile)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        why = _RecordingLogger.get(trt).drain() or "no reason logged"
+        raise EngineBuildError(f"TensorRT could not build {label}: {why}")
+    return bytes(serialized)
+
+
+def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
+                           profile_shapes: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]
+                           ) -> bytes:
+    """Parse an ONNX file, add one optimization profile over its dynamic inputs, build with the flag."""
+    trt = import_tensorrt()
+    logger = _RecordingLogger.get(trt)
+    logger.drain()
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)  # TensorRT 10: explicit batch is the only mode
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(os.fspath(onnx_path)):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise EngineBuildError(f"TensorRT's ONNX parser rejected {onnx_path}: {errors or logger.drain()}")
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    profile = network_profile([(t.name, tuple(int(d) for d in t.shape)) for t in inputs], profile_shapes)
+    return _configured_build(trt, builder, network, precision, f"an engine from {onnx_path}", profile)
+
+
+def plugin_library_paths(given: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
+    """The plugin libraries: ``given`` (--trt-plugin-lib), else APEXX_TRT_PLUGIN_LIB split on os.pathsep."""
+    entries = list(given) if given else (environ if environ is not None else os.environ).get(
+        PLUGIN_LIB_ENV, "").split(os.pathsep)
+    return [os.path.expanduser(p.strip()) for p in entries if p.strip()]
+
+
+_ELF_KINDS = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core dump"}
+
+
+def shared_library_problem(path: str) -> str:
+    """Empty when ``path`` looks like a loadable shared library, else why not (naming the path)."""
+    file = Path(path)
+    if not file.exists():
+        return f"plugin library not found: {path}"
+    if not file.is_file():
+        return f"plugin library {path} is not a file"
+    try:
+        with file.open("rb") as handle:
+            header = handle.read(18)
+    except OSError as exc:
+        return f"plugin library {path} cannot be read: {exc.strerror or exc}"
+    if sys.platform.startswith("linux"):
+        if header[:4] != b"\x7fELF":
+            return f"plugin library {path} is not a shared library (no ELF header)"
+        e_type = int.from_bytes(header[16:18], "little" if header[5] == 1 else "big")
+        if e_type != 3:  # ET_DYN
+            kind = _ELF_KINDS.get(e_type, f"of type {e_type}")
+            return f"plugin library {path} is not a shared library (an ELF file, but {kind})"
+    return ""
+
+
+_LOADED_LIBRARIES: dict[str, ctypes.CDLL] = {}
+
+
+def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
+    """Load each library once per process; raises ``PluginLibraryError`` naming the first that fails.
+
+    Creators register themselves when their library loads (static registration, e.g.
+    ``REGISTER_TENSORRT_PLUGIN``). RTLD_GLOBAL lets one plugin library use another's symbols.
+    """
+    for path in paths:
+        key = os.path.realpath(path)
+        if key in _LOADED_LIBRARIES:
+            continue
+        problem = shared_library_problem(path)
+        if problem:
+            raise PluginLibraryError(problem)
+        try:
+            _LOADED_LIBRARIES[key] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            raise PluginLibraryError(f"plugin library {path} failed to load: {exc}") from None
+    return [os.path.realpath(p) for p in paths]
+
+
+def find_plugin_creator(name: str, version: str, namespace: str) -> Any | None:
+    """The registered creator (IPluginV3 or IPluginV2) of ``name``/``version`` in ``namespace``, or None."""
+    trt = import_tensorrt()
+    registry = trt.get_plugin_registry()
+    if hasattr(registry, "get_creator"):  # TensorRT >= 10: finds IPluginV3 and IPluginV2 creators
+        creator = registry.get_creator(name, version, namespace)
+        if creator is not None:
+            return creator
+    return registry.get_plugin_creator(name, version, namespace)  # IPluginV2 creators
+
+
+@attrs.frozen
+class PluginFieldValue:
+    """One plugin field: its name, TensorRT ``PluginFieldType`` member name, and values."""
+
+    name: str
+    kind: str  # "INT32" or "FLOAT32"
+    values: tuple[float, ...]
+
+
+def build_plugin_engine(creator: Any, *, layer_name: str, inputs: Sequence[tuple[str, str, tuple[int, ...]]],
+                        outputs: Sequence[str], fields: Sequence[PluginFieldValue], precision: str) -> bytes:
+    """A network of one plugin layer: ``inputs`` (name, dtype, shape) in order, ``outputs`` named in order."""
+    import numpy as np
+
+    trt = import_tensorrt()
+    logger = _RecordingLogger.get(trt)
+    logger.drain()
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    tensors = [network.add_input(name, getattr(trt, _TRT_ATTRS[dtype]), shape) for name, dtype, shape in inputs]
+    numpy_types = {"INT32": np.int32, "FLOAT32": np.float32}
+    collection = trt.PluginFieldCollection([
+        trt.PluginField(f.name, np.array(f.values, dtype=numpy_types[f.kind]),
+                        getattr(trt.PluginFieldType, f.kind))
+        for f in fields])
+    v3_creator: Any = getattr(trt, "IPluginCreatorV3One", None)  # absent before TensorRT 10
+    if v3_creator is not None and isinstance(creator, v3_creator):
+        plugin = creator.create_plugin(layer_name, collection, trt.TensorRTPhase.BUILD)
+        layer = network.add_plugin_v3(tensors, [], plugin) if plugin is not None else None
+    else:
+        plugin = creator.create_plugin(layer_name, collection)
+        layer = network.add_plugin_v2(tensors, plugin) if plugin is not None else None
+    if layer is None:
+        why = logger.drain() or "the creator returned no plugin"
+        raise EngineBuildError(f"{layer_name}: {why} (fields {', '.join(f.name for f in fields)})")
+    if layer.num_outputs != len(outputs):
+        raise EngineBuildError(f"{layer_name} has {layer.num_outputs} outputs, expected {len(outputs)}: "
+                               f"{', '.join(outputs)}")
+    for index, name in enumerate(outputs):
+        tensor = layer.get_output(index)
+        tensor.name = name
+        network.mark_output(tensor)
+    return _configured_build(trt, builder, network, precision, f"the {layer_name} network")

@@ -11,7 +11,7 @@ Library use::
 
 from apex_core.api import run
 from apex_core.errors import ApexBenchError, ParamError, PluginError, UsageError
-from apex_core.interfaces import Backend, Prepared, Workload
+from apex_core.interfaces import Backend, CellSkipped, Prepared, Workload
 from apex_core.plan import Plan, build_plan
 from apex_core.registry import Registry
 from apex_core.results import (
@@ -37,6 +37,7 @@ __all__ = [
     "Backend",
     "Case",
     "CellResult",
+    "CellSkipped",
     "ParamError",
     "Plan",
     "PluginError",

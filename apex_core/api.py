@@ -5,7 +5,7 @@ No CLI, no files: everything the command line does is reachable from here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.errors import UsageError
@@ -49,12 +49,17 @@ def run(
     isolation: str = "process",
     registry: Registry | None = None,
     on_cell: CellCallback | None = None,
+    backend_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """Run workloads x cases x backends x dtypes on one device and return the report.
 
     Names accept aliases (``trt``, ``all``) and ``workload:case`` selectors; ``None``
     selects everything registered. ``overrides`` are ``key=value`` strings or a
-    typed dict. Raises ``UsageError`` for bad selections before any cell runs.
+    typed dict. ``backend_options`` maps a backend name to its options (plain data,
+    e.g. ``{"tensorrt-engine": {"engine_path": "ff.engine"}}``); each selected backend
+    gets its own through ``Backend.configure`` wherever it is probed or run, and the
+    report's config records them. Raises ``UsageError`` for bad selections before any
+    cell runs.
     """
     registry = registry or Registry.discover()
     device = device or default_device()
@@ -70,5 +75,6 @@ def run(
         seed=seed,
         timing=timing,
         timeout_s=timeout_s,
+        backend_options=backend_options,
     )
     return run_plan(plan, registry, isolation=isolation, on_cell=on_cell)

@@ -14,8 +14,8 @@ import attrs
 import torch
 
 from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
-from apex_core.interfaces import Backend, Inputs, Prepared, Workload
-from apex_core.results import Accuracy, Case, CellResult, Derived, Status, Timing, Work
+from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
+from apex_core.results import Accuracy, Case, CellResult, Derived, SkipKind, Status, Timing, Work
 from apex_core.timing import CudaTimer, TimingOptions, measure_cpu
 
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
@@ -35,16 +35,20 @@ class CellSpec:
     params: dict[str, Any]
     seed: int
     timing: TimingOptions
+    # the options of this cell's backend (Plan.backend_options[backend]), plain data
+    backend_options: dict[str, Any] = attrs.field(factory=dict)
 
 
 class _CellFailure(Exception):
     """Carries the status and reason of a failed stage out of the cell's steps."""
 
-    def __init__(self, status: Status, reason: str, log: str = "") -> None:
+    def __init__(self, status: Status, reason: str, log: str = "",
+                 skip_kind: SkipKind | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.log = log
+        self.skip_kind = skip_kind
 
 
 def is_device_poisoning(exc: BaseException) -> bool:
@@ -130,6 +134,11 @@ def _relabel(timing: Timing, prepared: Prepared) -> Timing:
 def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
                record: dict[str, Any]) -> None:
     """The cell's stages in order; each failure raises _CellFailure with its stage named."""
+    try:
+        # a worker process gets the run's options here, before the backend does anything
+        backend.configure(spec.backend_options)
+    except Exception as exc:
+        raise _fail("configure", exc) from None
     torch.manual_seed(spec.seed)
     try:
         inputs = workload.make_inputs(case, spec.device, DTYPES[spec.dtype], spec.seed)
@@ -144,6 +153,8 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         synchronize(spec.device)
         record["build_time_s"] = time.perf_counter() - start
         record["metadata"] = dict(prepared.metadata)
+    except CellSkipped as skip:
+        raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None
     except Exception as exc:
         raise _fail("prepare", exc) from None
     _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
@@ -179,11 +190,12 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     started = time.perf_counter()
     record: dict[str, Any] = {}
     status, reason, log = Status.OK, "", ""
+    skip_kind: SkipKind | None = None
     try:
         case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
         _run_steps(workload, backend, case, spec, record)
     except _CellFailure as failure:
-        status, reason, log = failure.status, failure.reason, failure.log
+        status, reason, log, skip_kind = failure.status, failure.reason, failure.log, failure.skip_kind
     except Exception as exc:  # a bug outside the named stages still becomes a row
         setup_failure = _fail("cell setup", exc)
         status, reason, log = setup_failure.status, setup_failure.reason, setup_failure.log
@@ -200,6 +212,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         status=status,
         params=dict(spec.params),
         reason=reason,
+        skip_kind=skip_kind,
         timing=record.get("timing"),
         derived=record.get("derived"),
         accuracy=record.get("accuracy", ()),

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from apex_core.errors import ParamError
-from apex_core.results import Availability, Case, Support, Tolerance, Work
+from apex_core.errors import ApexBenchError, ParamError
+from apex_core.results import Availability, Case, SkipKind, Support, Tolerance, Work
 
 if TYPE_CHECKING:
     import torch
@@ -132,12 +132,35 @@ class Prepared:
     report_metadata: Callable[[], dict[str, Any]] | None = None
 
 
+class CellSkipped(ApexBenchError):
+    """Raised by ``prepare`` when building shows that a cell cannot run here.
+
+    For what only the build can tell (an engine builder that rejects the network, a
+    serialized engine that will not load): the cell becomes ``skipped`` with this
+    reason instead of ``error``. Anything else that goes wrong stays an error.
+    """
+
+    def __init__(self, reason: str, kind: SkipKind = SkipKind.UNSUPPORTED) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind
+
+
 class Backend(abc.ABC):
     """One way of running workloads: an eager reference, a compiler, a kernel library..."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
+
+    def configure(self, options: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Take this backend's run options (``backend_options[name]``, empty when none were given).
+
+        Called in every process that probes or runs the backend, before ``probe`` and
+        ``prepare``, with the same plain-data options each time: keep it cheap and
+        idempotent (store the values; do heavy work in ``probe``/``prepare``). Raise
+        ``UsageError`` for an unknown option or a bad value.
+        """
 
     @abc.abstractmethod
     def probe(self, device: str) -> Availability:

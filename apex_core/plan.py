@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -44,6 +45,13 @@ class Plan:
     seed: int
     timing: TimingOptions
     timeout_s: float
+    # per backend name, plain data (picklable, JSON-ready): handed to Backend.configure in
+    # every process that probes or runs that backend
+    backend_options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+    def options_for(self, backend: str) -> dict[str, Any]:
+        """The options of one backend (empty when none were given)."""
+        return dict(self.backend_options.get(backend, {}))
 
     def config(self) -> dict[str, Any]:
         """The settings that make two runs comparable, for the report."""
@@ -57,6 +65,7 @@ class Plan:
             "seed": self.seed,
             "timeout_s": self.timeout_s,
             "timing": attrs.asdict(self.timing),
+            "backend_options": {name: dict(opts) for name, opts in self.backend_options.items()},
         }
 
 
@@ -64,6 +73,34 @@ def _split_selector(selector: str) -> tuple[str, str | None]:
     """``tileunpack:blend`` selects one case; a bare name selects every case."""
     name, _, case = selector.partition(":")
     return name.strip(), (case.strip() or None)
+
+
+def _plain_value(backend: str, key: str, value: Any) -> Any:
+    """An option value as plain data (paths become strings); anything else is a usage error."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain_value(backend, key, item) for item in value]
+    raise UsageError(f"option {key!r} of backend {backend!r} is a {type(value).__name__}; options are "
+                     "strings, numbers, booleans, paths or lists of those")
+
+
+def normalize_backend_options(options: Mapping[str, Mapping[str, Any]] | None, known: Sequence[str],
+                              selected: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Check option names against the known backends; keep those of the selected ones, as plain data."""
+    normalized: dict[str, dict[str, Any]] = {}
+    for backend, values in (options or {}).items():
+        if backend not in known:
+            raise UsageError(f"options given for unknown backend {backend!r}; valid backends: "
+                             f"{', '.join(known)}")
+        if not isinstance(values, Mapping):
+            raise UsageError(f"options of backend {backend!r} must be a mapping of names to values, "
+                             f"got {type(values).__name__}")
+        if backend in selected and values:
+            normalized[backend] = {str(k): _plain_value(backend, str(k), v) for k, v in values.items()}
+    return normalized
 
 
 def build_plan(
@@ -78,6 +115,7 @@ def build_plan(
     seed: int = 0,
     timing: TimingOptions | None = None,
     timeout_s: float = 600.0,
+    backend_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
     """Resolve names, aliases, dtypes and parameters into cells; every mistake is a UsageError."""
     for dtype in dtypes:
@@ -88,6 +126,7 @@ def build_plan(
     if timeout_s <= 0:
         raise UsageError(f"timeout must be positive, got {timeout_s}")
     backend_names = registry.select_backends(backends)
+    options = normalize_backend_options(backend_options, registry.backend_names(), backend_names)
     selectors = [_split_selector(s) for s in (workloads or [])]
     workload_names = registry.select_workloads([name for name, _ in selectors] or None)
     wanted_cases: dict[str, set[str]] = {}
@@ -123,4 +162,5 @@ def build_plan(
         seed=seed,
         timing=timing or TimingOptions(),
         timeout_s=timeout_s,
+        backend_options=options,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.environment import capture_environment
+from apex_core.errors import UsageError
 from apex_core.plan import Plan, PlannedCell
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
@@ -25,12 +26,33 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
+    """Hand each planned backend its options in this process; returns {backend: why it failed}.
+
+    A ``UsageError`` (a bad option value) propagates, so it stops the run before any
+    cell; anything else a backend raises marks that backend's cells as errors.
+    """
+    failures: dict[str, str] = {}
+    for name in plan.backends:
+        backend = registry.backends.get(name)
+        if backend is None:
+            continue  # a broken plugin: its cells already become error rows
+        try:
+            backend.configure(plan.options_for(name))
+        except UsageError:
+            raise
+        except Exception as exc:
+            failures[name] = f"configure() raised {type(exc).__name__}: {exc}"
+    return failures
+
+
 class _Probes:
     """Each backend's availability per device, asked once per run."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, configure_failures: dict[str, str] | None = None) -> None:
         self.registry = registry
         self.cache: dict[tuple[str, str], Availability] = {}
+        self.configure_failures = dict(configure_failures or {})
 
     def availability(self, backend_name: str, device: str) -> Availability:
         key = (backend_name, device)
@@ -59,6 +81,8 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probe
         row = registry.broken_row(group, name)
         if row is not None:
             return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
+    if cell.backend in probes.configure_failures:
+        return _planned_result(cell, Status.ERROR, probes.configure_failures[cell.backend])
     availability = probes.availability(cell.backend, cell.device)
     if not availability.ok:
         return _planned_result(cell, Status.SKIPPED, availability.reason, SkipKind.UNAVAILABLE)
@@ -75,7 +99,7 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probe
 
 def _spec(plan: Plan, cell: PlannedCell) -> CellSpec:
     return CellSpec(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
-                    cell.case.params_dict(), plan.seed, plan.timing)
+                    cell.case.params_dict(), plan.seed, plan.timing, plan.options_for(cell.backend))
 
 
 def run_plan(
@@ -98,8 +122,8 @@ def run_plan(
     if isolation not in ("process", "inline"):
         raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
     timestamp = utc_now()
+    probes = _Probes(registry, configure_backends(plan, registry))
     env = environment if environment is not None else capture_environment(plan.device)
-    probes = _Probes(registry)
     pool = WorkerPool() if isolation == "process" else None
     results: list[CellResult] = []
     status = "interrupted"

@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -35,7 +35,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
+def non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -45,7 +45,7 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -91,19 +91,30 @@ def build_run_parser() -> OneLineParser:
                      help="override a workload parameter (repeatable)")
     sel.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     tim = parser.add_argument_group("timing")
-    tim.add_argument("--warmup", type=_non_negative_int, default=10, help="warm-up calls (default 10)")
-    tim.add_argument("--iters", type=_positive_int, default=10,
+    tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
+    tim.add_argument("--iters", type=positive_int, default=10,
                      help="minimum samples per cell (default 10)")
     tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
-    tim.add_argument("--max-time", type=_positive_float, default=3.0,
+    tim.add_argument("--max-time", type=positive_float, default=3.0,
                      help="seconds after which sampling stops (3.0)")
-    tim.add_argument("--noise", type=_positive_float, default=0.005,
+    tim.add_argument("--noise", type=positive_float, default=0.005,
                      help="stop once std/mean is under this (0.005 = 0.5%%)")
-    tim.add_argument("--timeout", type=_positive_float, default=600.0,
+    tim.add_argument("--timeout", type=positive_float, default=600.0,
                      help="seconds one cell may take, build included (default 600)")
     tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
                      help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
     tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays of each callable")
+    trt = parser.add_argument_group(
+        "tensorrt", "options of the tensorrt-engine and tensorrt-plugin backends (see docs/tensorrt.md)")
+    trt.add_argument("--trt-engine-path", metavar="PATH",
+                     help="serialized TensorRT engine (.engine/.plan) for the workload named with "
+                     "--workloads (default ff-infer); other workloads are skipped by tensorrt-engine")
+    trt.add_argument("--trt-build", action="store_true",
+                     help="build each tensorrt-engine cell's engine from the workload's ONNX export "
+                     "(precision from --dtype)")
+    trt.add_argument("--trt-plugin-lib", action="append", default=[], metavar="PATH",
+                     help="shared library registering the apexx TensorRT plugins (repeatable; "
+                     "default: the os.pathsep-separated list in APEXX_TRT_PLUGIN_LIB)")
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")

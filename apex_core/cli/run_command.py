@@ -52,6 +52,38 @@ def _timing_options(args: Any, device: str) -> TimingOptions:
         raise UsageError(str(exc)) from None
 
 
+def _engine_workload(selectors: list[str] | None) -> str | None:
+    """The one workload --trt-engine-path serves: the one named with --workloads, if any."""
+    if not selectors:
+        return None  # the backend's default (ff-infer)
+    names = list(dict.fromkeys(s.partition(":")[0].strip() for s in selectors))
+    if len(names) != 1 or names[0] == "all":
+        raise UsageError("--trt-engine-path serves one workload; name only that one with --workloads "
+                         f"(got {', '.join(names)})")
+    return names[0]
+
+
+def backend_options_from_args(args: Any) -> dict[str, dict[str, Any]]:
+    """The run flags meant for particular backends, keyed by backend name (only those given)."""
+    options: dict[str, dict[str, Any]] = {}
+    if args.trt_engine_path and args.trt_build:
+        raise UsageError("--trt-engine-path and --trt-build exclude each other: give a serialized "
+                         "engine or build one from the ONNX export, not both")
+    engine: dict[str, Any] = {}
+    if args.trt_engine_path:
+        engine["engine_path"] = args.trt_engine_path
+        workload = _engine_workload(args.workloads)
+        if workload:
+            engine["engine_workload"] = workload
+    if args.trt_build:
+        engine["build"] = True
+    if engine:
+        options["tensorrt-engine"] = engine
+    if args.trt_plugin_lib:
+        options["tensorrt-plugin"] = {"plugin_libs": list(args.trt_plugin_lib)}
+    return options
+
+
 def _configure_logging(log_path: Path) -> None:
     """Tracebacks and debug detail go to the log file, never to the terminal."""
     handler = logging.FileHandler(log_path, mode="w", encoding="utf-8")
@@ -99,13 +131,17 @@ def run_command(args: Any) -> int:
     device = args.device or default_device()
     check_device(device)
     if args.list:
+        # availability depends on these flags too (e.g. --trt-plugin-lib)
+        for name, options in backend_options_from_args(args).items():
+            if name in registry.backends:
+                registry.backends[name].configure(options)
         print_listing(registry, device)
         return 0
     timing = _timing_options(args, device)
     plan = build_plan(registry, workloads=args.workloads, backends=args.backends, device=device,
                       dtypes=tuple(args.dtype or default_dtypes(device)), profile=args.profile,
                       overrides=args.overrides, seed=args.seed, timing=timing,
-                      timeout_s=args.timeout)
+                      timeout_s=args.timeout, backend_options=backend_options_from_args(args))
     json_path, md_path, log_path = _output_paths(args)
     gate = gate_from_run_args(args, json_path)
     env = capture_environment(device)

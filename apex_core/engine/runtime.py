@@ -32,9 +32,17 @@ class BoundModel:
 class EngineModel(Protocol):
     """A loaded engine or ONNX model with named inputs and outputs."""
 
-    runtime: str  # "onnxruntime" or "tensorrt"
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    # read-only properties, so frozen attrs classes satisfy the protocol
+    @property
+    def runtime(self) -> str:
+        """``"onnxruntime"`` or ``"tensorrt"``."""
+        ...
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]: ...
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]: ...
 
     def bind(self, feeds: Mapping[str, torch.Tensor]) -> BoundModel:
         """Resolve shapes for ``feeds`` (every input by name) and return the callable to time."""

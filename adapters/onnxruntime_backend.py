@@ -1,0 +1,95 @@
+"""The workload's ONNX export, run under ONNX Runtime (CPU, or the CUDA execution provider)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from adapters.lazy_import import cuda_reason, try_import
+from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
+from apex_core.results import Availability, Case, Support
+
+_ORT_HINT = "pip install onnxruntime, or onnxruntime-gpu for CUDA"
+
+
+class OnnxRuntimeBackend(Backend):
+    """Exports each case with ``apex_core.engine.onnx_export`` and runs it in an ORT session.
+
+    The export is traced per cell into a temporary folder and loaded from there; the session
+    keeps the model in memory, so nothing is left on disk. Export and session creation
+    count as build time.
+    """
+
+    name = "onnxruntime"
+    description = "the workload's ONNX export (torch.onnx) under ONNX Runtime"
+
+    def probe(self, device: str) -> Availability:
+        ort, reason = try_import("onnxruntime", _ORT_HINT)
+        if ort is None:
+            return Availability.no(reason)
+        _onnx, reason = try_import("onnx", "pip install onnx; the export needs it")
+        if reason:
+            return Availability.no(reason)
+        if device == "cuda":
+            reason = cuda_reason()
+            if reason:
+                return Availability.no(reason)
+            providers = list(ort.get_available_providers())
+            if "CUDAExecutionProvider" not in providers:
+                return Availability.no(
+                    f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (available: "
+                    f"{', '.join(providers)}; install onnxruntime-gpu)"
+                )
+        return Availability.yes()
+
+    def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        """Unsupported when the case has no ONNX export in ``dtype_name``.
+
+        Whether the provider has a kernel for every operator in the dtype depends on the
+        device, which only ``prepare`` knows: there a missing kernel skips the cell.
+        """
+        from apex_core.engine.onnx_export import exportable_in
+
+        ok, reason = exportable_in(workload, case, dtype_name)
+        return Support.yes() if ok else Support.no(reason)
+
+    def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
+        from apex_core.engine.onnx_export import export_workload
+        from apex_core.engine.ort_runtime import UnsupportedModelError, load_onnx_model
+
+        device = str(next(iter(inputs.values())).device)
+        dtype_name = _cell_dtype(inputs)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="apex-bench-onnx-") as scratch:
+            path = Path(scratch) / f"{workload.name}-{case.name}-{dtype_name}.onnx"
+            # trace on the CPU: the graph does not depend on the device it was traced on
+            exported = export_workload(workload, case, dtype_name, path, device="cpu")
+            export_s = time.perf_counter() - started
+            try:
+                model = load_onnx_model(path, device=device)
+            except UnsupportedModelError as exc:
+                raise CellSkipped(str(exc)) from None
+        bound = model.bind(inputs)
+        return Prepared(
+            bound.fn,
+            outputs=bound.outputs,
+            metadata={
+                "providers": list(model.providers),
+                "opset": exported.opset,
+                "onnx_sha256": exported.sha256,
+                "dynamic_axes": {name: {str(a): n for a, n in axes.items()}
+                                 for name, axes in exported.dynamic_axes.items()},
+                "export_s": round(export_s, 3),
+            },
+        )
+
+
+def _cell_dtype(inputs: Inputs) -> str:
+    """The cell's dtype: data inputs take it, while index inputs and parameters that are
+    float32 in every cell (scan parameters, scalars, utilities) keep theirs."""
+    from apex_core.engine.ort_runtime import dtype_name_of
+
+    floating = {dtype_name_of(t.dtype) for t in inputs.values() if t.is_floating_point()}
+    others = sorted(floating - {"fp32"})
+    return others[0] if others else "fp32"

@@ -1,0 +1,216 @@
+"""``apex-bench sweep``: time one engine or ONNX file across shape cases, one report cell per case.
+
+Everything is checked before the first case runs (cases, file, runtime, device, outputs,
+baseline, every case against the model); a problem is one line and exit code 2. The report
+is rewritten after every case, in the suite's format, so ``compare`` and ``baseline emit``
+read it unchanged; ``--compare`` gates it exactly as a suite run is gated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from apex_core.cli.args import OneLineParser, non_negative_int, positive_float, positive_int
+from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
+from apex_core.cli.progress import Progress
+from apex_core.engine.sweep import (
+    DEFAULT_INT_HIGH,
+    RUNTIMES,
+    SUFFIX_RUNTIMES,
+    SweepCase,
+    SweepPlan,
+    empty_report,
+    plan_sweep,
+    run_sweep,
+    sweep_markdown,
+    sweep_record,
+)
+from apex_core.errors import UsageError
+from apex_core.plan import PlannedCell
+from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.results import FAILING_STATUSES, Case, CellResult, Report, Status
+from apex_core.timing import TimingOptions
+
+DEFAULT_DIR = Path("artifacts")
+DEFAULT_JSON = DEFAULT_DIR / "apex-bench-sweep.json"
+DEFAULT_MD = DEFAULT_DIR / "apex-bench-sweep.md"
+
+EXIT_CODES = """\
+shape cases:
+  [label:]name=AxBxC[;name=AxB...]   e.g. x=1x3x128x128, small:a=1x3x64x64;b=1024x2
+  Fixed inputs may be left out, and so may inputs whose open dimensions are all named
+  (ONNX dim_param) and given by another input of the case. See docs/sweep.md.
+
+exit codes:
+  0  every case ran and any gate passed
+  1  a case failed (error or crashed), or the gate failed
+  2  usage error (malformed case, engine file not found, unknown suffix, runtime not
+     available, a case the engine does not accept), reported before any case runs
+"""
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="apex-bench sweep",
+        description="Time one engine (.engine/.plan under TensorRT, .onnx under ONNX Runtime) across "
+        "shape cases; one report cell per case, in the suite's JSON and Markdown formats. A sweep has "
+        "no reference, so results are not checked for correctness.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sel = parser.add_argument_group("engine")
+    sel.add_argument("--engine", required=True, metavar="PATH", help="engine or ONNX file")
+    sel.add_argument("--shape-case", dest="cases", action="append", required=True, metavar="CASE",
+                     help="one shape case (repeatable; one cell each)")
+    sel.add_argument("--runtime", choices=RUNTIMES, help="default: from the suffix "
+                     f"({', '.join(f'{s} {r}' for s, r in SUFFIX_RUNTIMES.items())})")
+    sel.add_argument("--device", choices=("cpu", "cuda"),
+                     help="default: cuda for tensorrt, cpu for onnxruntime")
+    sel.add_argument("--name", help="the report's workload name (default: the file's stem)")
+    sel.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    sel.add_argument("--int-high", type=positive_int, default=DEFAULT_INT_HIGH,
+                     help=f"integer inputs are uniform in [0, N) (default {DEFAULT_INT_HIGH})")
+    tim = parser.add_argument_group("timing")
+    tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
+    tim.add_argument("--iters", type=positive_int, default=10, help="minimum samples per case (default 10)")
+    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
+    tim.add_argument("--max-time", type=positive_float, default=3.0,
+                     help="seconds after which sampling stops (3.0)")
+    tim.add_argument("--noise", type=positive_float, default=0.005,
+                     help="stop once std/mean is under this (0.005 = 0.5%%)")
+    tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
+                     help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
+    tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays (cuda only)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output-json", help=f"JSON report path (default {DEFAULT_JSON})")
+    out.add_argument("--output-md", help=f"Markdown summary path (default {DEFAULT_MD})")
+    out.add_argument("--log-file", help="tracebacks of failed cases (default: next to the JSON report)")
+    out.add_argument("--quiet", action="store_true", help="print only the final summary line")
+    gate = parser.add_argument_group(
+        "regression gate", "after the sweep, check the report against a baseline (as 'apex-bench compare' "
+        "does); the baseline is validated before any case runs")
+    gate.add_argument("--compare", action="store_true", help="gate the finished report (needs --baseline)")
+    gate.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
+    gate.add_argument("--allow-missing", action="store_true",
+                      help="baseline metrics absent from the report do not fail the gate")
+    gate.add_argument("--force", action="store_true", help="compare even across differing environments")
+    gate.add_argument("--summary", metavar="OUT", help="compare summary JSON (default *.compare.json)")
+    gate.add_argument("--trend-output", metavar="OUT", help="trend JSON (default *.trend.json)")
+    gate.add_argument("--compare-md", metavar="OUT", help="compare Markdown table (default *.compare.md)")
+    return parser
+
+
+def _output_paths(args: Any) -> tuple[Path, Path, Path]:
+    """Resolve output paths; default ones get their folder created, given ones must exist."""
+    if args.output_json is None or args.output_md is None:
+        DEFAULT_DIR.mkdir(parents=True, exist_ok=True)
+    json_path = Path(args.output_json) if args.output_json else DEFAULT_JSON
+    md_path = Path(args.output_md) if args.output_md else DEFAULT_MD
+    log_path = Path(args.log_file) if args.log_file else json_path.with_suffix(".log")
+    for path, flag in ((json_path, "--output-json"), (md_path, "--output-md"), (log_path, "--log-file")):
+        check_writable(path, flag)
+    return json_path, md_path, log_path
+
+
+def _timing_options(args: Any) -> TimingOptions:
+    try:
+        return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
+                             max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
+                             graph=args.graph)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class _Recorder:
+    """Rewrites the report files after every case and appends failed cases' tracebacks to the log."""
+
+    def __init__(self, report: Report, plan: SweepPlan, paths: tuple[Path, Path, Path], progress: Progress):
+        self.report, self.plan, self.progress = report, plan, progress
+        self.json_path, self.md_path, self.log_path = paths
+        self.cells: list[CellResult] = []
+        atomic_write_text(self.log_path, "")
+        self.write("running")
+
+    def __call__(self, index: int, total: int, case: SweepCase, result: CellResult | None) -> None:
+        planned = PlannedCell(Case(self.plan.name, case.case.name, None), self.plan.runtime, self.plan.dtype,
+                              self.plan.device)
+        if result is not None:
+            self.cells.append(result)
+            self.write("running")
+            if result.log:
+                with self.log_path.open("a", encoding="utf-8") as handle:
+                    handle.write(f"case {result.key} ({case.case.text}): {result.reason}\n{result.log}\n")
+        self.progress(index, total, planned, result)
+
+    def write(self, status: str) -> Report:
+        report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
+        atomic_write_text(self.json_path, json.dumps(sweep_record(report), indent=2, default=str,
+                                                     allow_nan=False) + "\n")
+        atomic_write_text(self.md_path, sweep_markdown(report))
+        return report
+
+
+def print_table(report: Report, out: TextIO) -> None:
+    """One row per case: status, p50 / p95 / samples, and the case as given."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("case", "status", "p50 ms", "p95 ms", "samples", "shape case"):
+        table.add_column(column, justify="right" if column.endswith(("ms", "samples")) else "left")
+    for cell in report.cells:
+        stats = cell.timing.stats if cell.timing is not None else None
+        numbers = (f"{stats.p50:.4g}", f"{stats.p95:.4g}", str(stats.n)) if stats else ("–", "–", "–")
+        status = str(cell.status) if cell.status == Status.OK else f"{cell.status}: {cell.reason}"
+        table.add_row(cell.case, status, *numbers, str(cell.metadata.get("shape_case", "")),
+                      style=None if cell.status == Status.OK else "red")
+    Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
+
+
+def _summarize(report: Report, paths: tuple[Path, Path, Path], quiet: bool) -> int:
+    json_path, md_path, log_path = paths
+    if not quiet:
+        print_table(report, sys.stdout)
+    counts: dict[str, int] = {}
+    for cell in report.cells:
+        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no cells"
+    print(f"apex-bench sweep: {summary}; report {json_path}, summary {md_path}", flush=True)
+    failing = [c for c in report.cells if c.status in FAILING_STATUSES]
+    if failing:
+        print(f"apex-bench sweep: {len(failing)} case(s) failed; details in {log_path}", flush=True)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``apex-bench sweep ...``; returns 0, or 1 when a case or the gate failed (usage errors raise: exit 2)."""
+    from apex_core.engine.shape_case import parse_shape_case
+
+    args = build_parser().parse_args(argv)
+    cases = [parse_shape_case(text) for text in args.cases]  # malformed cases fail before any file is read
+    timing = _timing_options(args)
+    plan = plan_sweep(args.engine, cases, runtime=args.runtime, device=args.device, name=args.name,
+                      seed=args.seed, timing=timing, int_high=args.int_high)
+    paths = _output_paths(args)
+    gate = gate_from_run_args(args, paths[0])
+    base = empty_report(plan)
+    if gate is not None:
+        precheck_environment(gate, base.environment, base.config)
+    with Progress(quiet=args.quiet) as progress:
+        recorder = _Recorder(base, plan, paths, progress)
+        try:
+            run_sweep(plan, environment=base.environment, on_cell=recorder)
+        except KeyboardInterrupt:
+            recorder.write("interrupted")
+            print(f"interrupted: partial report in {paths[0]}", flush=True)
+            return 130
+    report = recorder.write("complete")
+    code = _summarize(report, paths, args.quiet)
+    if gate is None:
+        return code
+    return max(code, run_gate(gate, paths[0], quiet=args.quiet))

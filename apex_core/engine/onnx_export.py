@@ -1,0 +1,385 @@
+"""Export a workload case's torch reference to an ONNX file, with its dynamic axes.
+
+The exporter is the legacy TorchScript tracer (``torch.onnx.export(..., dynamo=False)``):
+the dynamo exporter needs onnxscript, which apex-bench does not depend on, and tracing
+the reference as it is keeps the export the same function the suite checks against.
+Tracing unrolls the references' Python loops (the scan over steps, blend over K), so
+those lengths are fixed in the file; every other axis a user would sweep is declared
+dynamic only where the traced graph stays correct at other sizes (tests check each one
+against the reference at a second size). The graph's input and output names are the
+workload's own input and output keys, in the same order, so feeds come straight from
+``workload.make_inputs`` and results compare with ``workload.reference``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
+from apex_core.errors import ApexBenchError, UsageError
+from apex_core.interfaces import Workload
+from apex_core.results import Case
+
+if TYPE_CHECKING:
+    import torch
+
+# Opset 18: ScatterElements with reduction "max" (tileunpack's priority scatter) needs it;
+# ONNX Runtime and TensorRT 10 both import it.
+OPSET = 18
+EXPORT_SEED = 0
+
+DynamicAxes = dict[str, dict[int, str]]
+
+
+class ExportError(ApexBenchError):
+    """A workload case could not be exported or the exported file failed the ONNX checker."""
+
+
+@attrs.frozen
+class ExportedModel:
+    """One exported workload case: the file, its interface and how it was made."""
+
+    path: Path
+    workload: str
+    case: str
+    dtype: str
+    params: dict[str, Any]
+    input_names: tuple[str, ...]
+    input_shapes: tuple[tuple[int, ...], ...]  # the shapes traced (make_inputs at the case)
+    input_dtypes: tuple[str, ...]
+    output_names: tuple[str, ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    dynamic_axes: DynamicAxes  # input name -> {axis: symbolic name}; absent: all fixed
+    unused_inputs: tuple[str, ...]  # inputs this case never reads (kept in the graph by name)
+    sha256: str
+    opset: int
+    note: str = ""  # what stays fixed in this export and why
+
+    @property
+    def input_specs(self) -> tuple[TensorSpec, ...]:
+        """The inputs as TensorSpec values, ``DYNAMIC`` on the dynamic axes."""
+        return tuple(
+            _spec(name, True, dtype, shape, self.dynamic_axes.get(name, {}))
+            for name, shape, dtype in zip(self.input_names, self.input_shapes, self.input_dtypes, strict=True)
+        )
+
+
+def _spec(name: str, is_input: bool, dtype: str, shape: tuple[int, ...], axes: dict[int, str]) -> TensorSpec:
+    dims = tuple(DYNAMIC if i in axes else d for i, d in enumerate(shape))
+    return TensorSpec(name, is_input, dtype, dims, tuple(axes.get(i) for i in range(len(shape))))
+
+
+# --- per-workload recipes ---------------------------------------------------------------
+
+_MAP = {0: "batch", 2: "height", 3: "width"}  # an NCHW map swept over batch and image size
+_TILES = {0: "batch", 1: "K"}  # per-tile tensors [B, K, ...]
+# Writes through index_put (tile-stage1, tileunpack blend) export as ScatterND whose
+# update shape the exporter bakes in as [K, C, t, t] per batch row: only the image may vary.
+_IMAGE = {2: "height", 3: "width"}
+
+
+@attrs.frozen
+class Recipe:
+    """How one workload exports: its dynamic axes for a case, and what stays fixed."""
+
+    dynamic: Callable[[Case], DynamicAxes]
+    note: Callable[[Case], str]
+
+
+def _tilepack_axes(case: Case) -> DynamicAxes:
+    return {"features": _MAP, "idx": _TILES}
+
+
+def _tileunpack_axes(case: Case) -> DynamicAxes:
+    if case.name == "blend":
+        return {"base": _IMAGE}
+    return {"base": _MAP, "packed": _TILES, "origins": _TILES, "levels": _TILES}
+
+
+def _fusiongate_axes(case: Case) -> DynamicAxes:
+    return {name: _MAP for name in ("boundary", "uncertainty", "base", "detail")}
+
+
+def _scan_axes(case: Case) -> DynamicAxes:
+    return {"tokens": {0: "batch"}, "init_state": {0: "batch"}}
+
+
+def _stage1_axes(case: Case) -> DynamicAxes:
+    return {"x": _IMAGE}
+
+
+def _ff_infer_axes(case: Case) -> DynamicAxes:
+    axes: DynamicAxes = {name: {0: "batch"} for name in ("features", "boundary", "uncertainty")}
+    axes.update({name: {0: "batch"} for name in ("util0", "split_util")})
+    if not _ff_infer_grid_capped(case):
+        # k0 and j do not depend on the height then; the width is fixed because the level-1
+        # tile ids are computed from the level-0 grid's column count, a parameter
+        for name in ("features", "boundary", "uncertainty"):
+            axes[name] = {0: "batch", 2: "height"}
+        for name in ("util0", "split_util"):
+            axes[name] = {0: "batch", 1: "tiles0"}
+    return axes
+
+
+def _ff_infer_grid_capped(case: Case) -> bool:
+    """True when the level-0 tile count is capped by the grid (it would change with the height)."""
+    from apex_core.workloads.ff_infer import LEVEL0_TILE_COST
+
+    p = case.params
+    rows, cols = p.level0_grid
+    return bool(rows * cols < min(math.floor(p.budget_b1 / LEVEL0_TILE_COST), p.kmax))
+
+
+def _note(text: str) -> Callable[[Case], str]:
+    return lambda case: text
+
+
+def _blend_note(case: Case) -> str:
+    if case.name == "blend":
+        return "K fixed: the reference composes the K tiles in a loop, which the trace unrolls"
+    return ""
+
+
+def _ff_infer_note(case: Case) -> str:
+    fixed = ("the tile counts (k0, 4j) and the scan over them are fixed by the parameters; width "
+             "fixed: level-1 tile ids use the level-0 grid's column count")
+    if _ff_infer_grid_capped(case):
+        return fixed + "; height fixed: k0 is capped by this level-0 grid and would change with it"
+    return fixed + "; the height may change while the level-0 grid holds k0 tiles"
+
+
+RECIPES: dict[str, Recipe] = {
+    "tilepack": Recipe(_tilepack_axes, _note("")),
+    "tileunpack": Recipe(_tileunpack_axes, _blend_note),
+    "fusiongate": Recipe(_fusiongate_axes, _note("")),
+    "tilessm-scan": Recipe(
+        _scan_axes, _note("steps (K) and channels fixed: the trace unrolls the scan over steps; "
+                          "the per-channel parameters fix channels")),
+    "tile-stage1": Recipe(_stage1_axes, _note("")),
+    "ff-infer": Recipe(_ff_infer_axes, _ff_infer_note),
+}
+
+
+_SCALAR_PROMOTION = (
+    "the TorchScript ONNX exporter cannot combine bf16 tensors with the float32 scalar input(s) {} "
+    "('ScalarType ComplexDouble is an unexpected tensor scalar type')"
+)
+# (workload, case or None for every case) -> why the bf16 export fails; each entry is checked
+# against a real export by the tests, so a fixed exporter shows up there.
+BF16_EXPORT_FAILURES: dict[tuple[str, str | None], str] = {
+    ("fusiongate", None): _SCALAR_PROMOTION.format("wb, wu, bias"),
+    ("tileunpack", "blend"): _SCALAR_PROMOTION.format("alpha"),
+    ("ff-infer", None): "ONNX Einsum (the refine step's channel mix) does not accept bfloat16, and "
+    + _SCALAR_PROMOTION.format("wb, wu, bias"),
+}
+
+
+def exportable(workload: Workload, case: Case) -> tuple[bool, str]:
+    """Whether ``export_workload`` can export this case, and if not, why."""
+    if workload.name not in RECIPES:
+        return False, (f"no ONNX export recipe for workload {workload.name!r} (apex-bench exports "
+                       f"{', '.join(sorted(RECIPES))})")
+    return True, ""
+
+
+def exportable_in(workload: Workload, case: Case, dtype_name: str) -> tuple[bool, str]:
+    """``exportable``, and whether the export works in ``dtype_name`` (some fail in bf16)."""
+    ok, reason = exportable(workload, case)
+    if not ok or dtype_name != "bf16":
+        return ok, reason
+    for key in ((workload.name, case.name), (workload.name, None)):
+        if key in BF16_EXPORT_FAILURES:
+            return False, f"no bf16 ONNX export: {BF16_EXPORT_FAILURES[key]}"
+    return True, ""
+
+
+# --- export -----------------------------------------------------------------------------
+
+
+def _reference_module(workload: Workload, case: Case, names: list[str]) -> torch.nn.Module:
+    """The workload's reference as a module with positional inputs and a tuple of outputs."""
+    import torch
+
+    class ReferenceModule(torch.nn.Module):
+        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return tuple(workload.reference(case, dict(zip(names, args, strict=True))).values())
+
+    return ReferenceModule()
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    from apex_core.engine.ort_runtime import dtype_name_of
+
+    return dtype_name_of(dtype)
+
+
+def export_workload(
+    workload: Workload, case: Case, dtype_name: str, path: str | os.PathLike[str], *, device: str = "cpu"
+) -> ExportedModel:
+    """Trace ``workload.reference`` at ``case`` in ``dtype_name`` and write a checked ONNX file."""
+    import torch
+
+    from apex_core.correctness import DTYPES
+
+    if dtype_name not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype_name!r}; valid dtypes: {', '.join(DTYPES)}")
+    ok, reason = exportable(workload, case)
+    if not ok:
+        raise UsageError(f"{case.id}: {reason}")
+    recipe = RECIPES[workload.name]
+    inputs = workload.make_inputs(case, device, DTYPES[dtype_name], EXPORT_SEED)
+    names = list(inputs)
+    with torch.no_grad():
+        outputs = workload.reference(case, inputs)
+    axes = recipe.dynamic(case)
+    target = Path(path)
+    with tempfile.TemporaryDirectory() as scratch:
+        raw = Path(scratch) / "raw.onnx"
+        _trace(workload, case, inputs, list(outputs), raw, axes)
+        unused = _finish(raw, target, case, inputs, axes)
+    return ExportedModel(
+        path=target,
+        workload=workload.name,
+        case=case.name,
+        dtype=dtype_name,
+        params=case.params_dict(),
+        input_names=tuple(names),
+        input_shapes=tuple(tuple(t.shape) for t in inputs.values()),
+        input_dtypes=tuple(_dtype_name(t.dtype) for t in inputs.values()),
+        output_names=tuple(outputs),
+        output_shapes=tuple(tuple(t.shape) for t in outputs.values()),
+        output_dtypes=tuple(_dtype_name(t.dtype) for t in outputs.values()),
+        dynamic_axes={name: dict(a) for name, a in axes.items()},
+        unused_inputs=tuple(unused),
+        sha256=hashlib.sha256(target.read_bytes()).hexdigest(),
+        opset=OPSET,
+        note=recipe.note(case),
+    )
+
+
+def _trace(workload: Workload, case: Case, inputs: dict[str, torch.Tensor], output_names: list[str],
+           raw: Path, axes: DynamicAxes) -> None:
+    import torch
+
+    module = _reference_module(workload, case, list(inputs))
+    with warnings.catch_warnings(), torch.no_grad(), _native_stdout_discarded():
+        # the legacy exporter warns that it is deprecated and about traced Python values
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(module, tuple(inputs.values()), str(raw), input_names=list(inputs),
+                              output_names=output_names, dynamic_axes=axes, opset_version=OPSET,
+                              do_constant_folding=True, dynamo=False)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ExportError(f"{case.id}: torch.onnx.export failed: {type(exc).__name__}: {first}") from exc
+
+
+@contextlib.contextmanager
+def _native_stdout_discarded() -> Iterator[None]:
+    """Discard what native code writes to fd 1: on a failed export torch's C++ side dumps
+    the whole TorchScript graph there, burying the one-line error."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _finish(
+    raw: Path, target: Path, case: Case, inputs: dict[str, torch.Tensor], axes: DynamicAxes
+) -> list[str]:
+    """Clean the traced graph, put back unused inputs, check it, write it to ``target``.
+
+    Returns the inputs the trace dropped because the case never reads them.
+    """
+    import onnx
+
+    model = onnx.load(str(raw))
+    fold_constant_ifs(model.graph)
+    traced = {value.name for value in model.graph.input}
+    specs = {name: (_dtype_name(t.dtype), tuple(t.shape)) for name, t in inputs.items()}
+    restore_unused_inputs(model.graph, specs, axes)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ExportError(f"{case.id}: the exported graph fails the ONNX checker: {first}") from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(target))
+    return [name for name in inputs if name not in traced]
+
+
+# --- graph clean-up ---------------------------------------------------------------------
+
+
+def fold_constant_ifs(graph: Any) -> int:
+    """Replace each ``If`` whose condition is a constant by the branch it always takes.
+
+    The legacy exporter wraps ``scatter_reduce`` in ``If(rank == 0)`` blocks whose
+    then-branch squeezes; after constant folding the condition is a constant False, but
+    ONNX shape inference still merges the squeezed branch and fails the graph. Returns
+    how many were folded.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    constants: dict[str, Any] = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    kept: list[onnx.NodeProto] = []
+    folded = 0
+    for node in graph.node:
+        if node.op_type != "If" or node.input[0] not in constants:
+            kept.append(node)
+            continue
+        branch_name = "then_branch" if bool(constants[node.input[0]]) else "else_branch"
+        branch = next(a.g for a in node.attribute if a.name == branch_name)
+        fold_constant_ifs(branch)
+        kept.extend(branch.node)
+        for index, (inner, outer) in enumerate(zip(branch.output, node.output, strict=True)):
+            kept.append(helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}_taken_{index}"))
+        folded += 1
+    del graph.node[:]
+    graph.node.extend(kept)
+    return folded
+
+
+def restore_unused_inputs(
+    graph: Any, inputs: dict[str, tuple[str, tuple[int, ...]]], axes: DynamicAxes
+) -> None:
+    """Give the graph every input of ``inputs`` (name -> dtype, shape), in that order.
+
+    The exporter drops inputs a case never reads (the scan's gate unless merge is gated);
+    keeping them by name lets feeds come from ``make_inputs`` unchanged.
+    """
+    from onnx import helper
+
+    from apex_core.engine.ort_runtime import ELEMENT_TYPES
+
+    present = {value.name: value for value in graph.input}
+    ordered = []
+    for name, (dtype, shape) in inputs.items():
+        if name in present:
+            ordered.append(present[name])
+            continue
+        dims = [axes.get(name, {}).get(i, d) for i, d in enumerate(shape)]
+        ordered.append(helper.make_tensor_value_info(name, ELEMENT_TYPES[dtype], dims))
+    del graph.input[:]
+    graph.input.extend(ordered)
