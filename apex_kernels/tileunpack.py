@@ -258,20 +258,17 @@ def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
     ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
     k, has = _slot_tile(ordered, start, count, count - 1, K, KC)
     has4 = has[None, None, :, None]
-    # 64-bit arithmetic only per channel plane and per tile; inside a plane the offsets
-    # are int32 and computed once per program (fewer integer instructions per element)
-    pix = y4 * W + x4
-    within = (y4 - ty * T) * T + x4 % T
-    tiles = packed + (b.to(tl.int64) * K + k[None, None, :, None]) * C * T * T
+    # offset of each pixel inside its slot's winning tile, minus the channel term
+    in_tile = ((b.to(tl.int64) * K + k[None, None, :, None]) * C * T + (y4 - ty * T)) * T + x4 % T
     for i in range(CB):  # a loop, not unrolled: CB runs up to 32
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         c4 = c[:, None, None, None]
         mask = (c4 < C) & pix_ok
-        plane = (b.to(tl.int64) * C + c4) * H * W
+        offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
         # one load per output element: from the winning tile, or from base where none
-        tile_val = tl.load(tiles + (c4 * (T * T) + within), mask=mask & has4)
-        base_val = tl.load(base + plane + pix, mask=mask & ~has4)
-        tl.store(out + plane + pix, tl.where(has4, tile_val, base_val), mask=mask)
+        tile_val = tl.load(packed + in_tile + c4.to(tl.int64) * T * T, mask=mask & has4)
+        base_val = tl.load(base + offs, mask=mask & ~has4)
+        tl.store(out + offs, tl.where(has4, tile_val, base_val), mask=mask)
 
 
 @triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
@@ -285,26 +282,22 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W
     ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
     depth = tl.max(count, 0)
     a = tl.load(alpha).to(tl.float32)
-    # 64-bit arithmetic only per channel plane and per tile; int32 offsets inside them
-    pix = y4 * W + x4
     within = (y4 - ty * T) * T + x4 % T
-    image_tiles = packed + b.to(tl.int64) * K * C * T * T
     for i in range(CB):  # a loop, not unrolled: CB runs up to 32
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         c4 = c[:, None, None, None]
         mask = (c4 < C) & pix_ok
-        plane = (b.to(tl.int64) * C + c4) * H * W
+        offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
         # fp32 accumulator, rounded once at the store
-        acc = tl.load(base + plane + pix, mask=mask, other=0.0).to(tl.float32)
-        in_tile = c4 * (T * T) + within
+        acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
         # level j applies every slot's j-th tile at once: depth steps, each over the block
         for j in range(depth):
             k, has = _slot_tile(ordered, start, count, j, K, KC)
             has4 = has[None, None, :, None]
-            tiles = image_tiles + k[None, None, :, None].to(tl.int64) * C * T * T
-            tile_val = tl.load(tiles + in_tile, mask=mask & has4, other=0.0).to(tl.float32)
+            src = ((b.to(tl.int64) * K + k[None, None, :, None]) * C + c4) * T * T + within
+            tile_val = tl.load(packed + src, mask=mask & has4, other=0.0).to(tl.float32)
             acc = tl.where(has4, (1.0 - a) * acc + a * tile_val, acc)
-        tl.store(out + plane + pix, acc.to(out.dtype.element_ty), mask=mask)
+        tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)
 
 
 def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
