@@ -317,83 +317,69 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
 
 
 def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    mode = CASE_MODES[case.name]
     base, packed = inputs["base"], inputs["packed"]
-    origins, levels, alpha = inputs["origins"], inputs["levels"], inputs["alpha"]
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     per_row = w // t
     tp, rb, ntb = band_shape(t, per_row, BAND_COLUMN_BUDGET, BAND_PIXEL_BUDGET)
-    kc = triton.next_power_of_2(k)
     programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
-    out = torch.empty_like(base)
-    outputs = {"out": out}
-    bucket = shape_bucket(b, c, h, w, t, k)
-    constexprs = {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc}
+    constexprs = {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": triton.next_power_of_2(k)}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
-    if mode == "override":
-        kernel = _unpack_override_band_kernel
-        args: tuple[Any, ...] = (base, packed, origins, levels, out, c, h, w, k)
-    else:
-        kernel = _unpack_blend_band_kernel
-        args = (base, packed, origins, levels, alpha, out, c, h, w, k)
-
-    def launch() -> dict[str, torch.Tensor]:
-        TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket, *args, **constexprs)
-        return outputs
-
     metadata = {
-        "kernel": kernel.fn.__name__,
-        "mode": mode,
         "decomposition": "axis0 = (b, tile row, row chunk, block of NTB tile slots), axis1 = CB "
                          "channel blocks; the band's tiles sorted once by (slot, level, k)",
         "programs_axis0": programs_axis0,
         **constexprs,
         "autotuned": ["BLOCK_C", "CB", "num_warps"],
     }
-    return launch, outputs, metadata
+    return _launcher(case, inputs, (_unpack_override_band_kernel, _unpack_blend_band_kernel),
+                     grid, (c, h, w, k), constexprs, metadata)
 
 
 def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    mode = CASE_MODES[case.name]
     base, packed = inputs["base"], inputs["packed"]
-    origins, levels, alpha = inputs["origins"], inputs["levels"], inputs["alpha"]
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     hw = h * w
     kc = min(triton.next_power_of_2(k), MAX_KC)
-    one_chunk = kc >= k
-    constexprs = {"T": t, "KC": kc, "ONE_CHUNK": one_chunk}
-    out = torch.empty_like(base)
-    outputs = {"out": out}
-    bucket = shape_bucket(b, c, h, w, t, k)
+    constexprs = {"T": t, "KC": kc, "ONE_CHUNK": kc >= k}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (b * triton.cdiv(hw, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
+    metadata = {
+        "decomposition": "axis0 = (b, flat pixel block), axis1 = CB channel blocks; "
+                         "touching tiles walked in ascending (level, k) from keys in registers",
+        "KC": kc,
+        "ONE_CHUNK": kc >= k,
+        "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
+    }
+    return _launcher(case, inputs, (_unpack_override_kernel, _unpack_blend_kernel),
+                     grid, (c, w, hw, k), constexprs, metadata)
+
+
+def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any], grid: Any,
+              sizes: tuple[int, ...], constexprs: dict[str, Any], metadata: dict[str, Any]) -> Launcher:
+    """Allocate ``out`` once and bind the case's kernel (override or blend) to its arguments."""
+    mode = CASE_MODES[case.name]
+    out = torch.empty_like(inputs["base"])
+    outputs = {"out": out}
+    data = (inputs["base"], inputs["packed"], inputs["origins"], inputs["levels"])
     if mode == "override":
-        kernel = _unpack_override_kernel
-        args: tuple[Any, ...] = (base, packed, origins, levels, out, c, w, hw, k)
+        kernel, args = kernels[0], (*data, out, *sizes)
     else:
-        kernel = _unpack_blend_kernel
-        args = (base, packed, origins, levels, alpha, out, c, w, hw, k)
+        kernel, args = kernels[1], (*data, inputs["alpha"], out, *sizes)
+    b, c, h, w = inputs["base"].shape
+    packed = inputs["packed"]
+    bucket = shape_bucket(b, c, h, w, packed.shape[-1], packed.shape[1])
 
     def launch() -> dict[str, torch.Tensor]:
         TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket, *args, **constexprs)
         return outputs
 
-    metadata = {
-        "kernel": kernel.fn.__name__,
-        "mode": mode,
-        "decomposition": "axis0 = (b, flat pixel block), axis1 = CB channel blocks; "
-                         "touching tiles walked in ascending (level, k) from keys in registers",
-        "KC": kc,
-        "ONE_CHUNK": one_chunk,
-        "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
-    }
-    return launch, outputs, metadata
+    return launch, outputs, {"kernel": kernel.fn.__name__, "mode": mode, **metadata}

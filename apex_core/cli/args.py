@@ -69,6 +69,40 @@ def _dtype_list(text: str) -> list[str]:
     return items
 
 
+def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._ArgumentGroup:
+    """The sampling flags shared by the suite and the sweep; returns the group for more."""
+    tim = parser.add_argument_group("timing")
+    tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
+    tim.add_argument("--iters", type=positive_int, default=10,
+                     help=f"minimum samples per {unit} (default 10)")
+    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
+    tim.add_argument("--max-time", type=positive_float, default=3.0,
+                     help="seconds after which sampling stops (3.0)")
+    tim.add_argument("--noise", type=positive_float, default=0.005,
+                     help="stop once std/mean is under this (0.005 = 0.5%%)")
+    tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
+                     help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
+    tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays (cuda only)")
+    return tim
+
+
+def add_gate_args(parser: argparse.ArgumentParser, what: str, unit: str) -> None:
+    """The regression-gate flags shared by the suite and the sweep."""
+    gate = parser.add_argument_group(
+        "regression gate", f"after the {what}, check the report against a baseline (as 'apex-bench "
+        f"compare' does); the baseline is validated before any {unit} runs")
+    gate.add_argument("--compare", action="store_true", help="gate the finished report (needs --baseline)")
+    gate.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
+    gate.add_argument("--allow-missing", action="store_true",
+                      help="baseline metrics absent from the report do not fail the gate")
+    gate.add_argument("--force", action="store_true", help="compare even across differing environments "
+                      "(the summary is marked forced)")
+    gate.add_argument("--summary", metavar="OUT", help="compare summary JSON "
+                      "(default: next to the report, *.compare.json)")
+    gate.add_argument("--trend-output", metavar="OUT", help="trend JSON (default *.trend.json)")
+    gate.add_argument("--compare-md", metavar="OUT", help="compare Markdown table (default *.compare.md)")
+
+
 def build_run_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="apex-bench",
@@ -90,20 +124,9 @@ def build_run_parser() -> OneLineParser:
     sel.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a workload parameter (repeatable)")
     sel.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    tim = parser.add_argument_group("timing")
-    tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
-    tim.add_argument("--iters", type=positive_int, default=10,
-                     help="minimum samples per cell (default 10)")
-    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
-    tim.add_argument("--max-time", type=positive_float, default=3.0,
-                     help="seconds after which sampling stops (3.0)")
-    tim.add_argument("--noise", type=positive_float, default=0.005,
-                     help="stop once std/mean is under this (0.005 = 0.5%%)")
+    tim = add_sampling_args(parser, "cell")
     tim.add_argument("--timeout", type=positive_float, default=600.0,
                      help="seconds one cell may take, build included (default 600)")
-    tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
-                     help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
-    tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays of each callable")
     trt = parser.add_argument_group(
         "tensorrt", "options of the tensorrt-engine and tensorrt-plugin backends (see docs/tensorrt.md)")
     trt.add_argument("--trt-engine-path", metavar="PATH",
@@ -124,17 +147,5 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
-    gate = parser.add_argument_group(
-        "regression gate", "after the run, check the report against a baseline (as 'apex-bench compare' "
-        "does); the baseline is validated before any cell runs")
-    gate.add_argument("--compare", action="store_true", help="gate the finished report (needs --baseline)")
-    gate.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
-    gate.add_argument("--allow-missing", action="store_true",
-                      help="baseline metrics absent from the report do not fail the gate")
-    gate.add_argument("--force", action="store_true", help="compare even across differing environments "
-                      "(the summary is marked forced)")
-    gate.add_argument("--summary", metavar="OUT", help="compare summary JSON "
-                      "(default: next to the report, *.compare.json)")
-    gate.add_argument("--trend-output", metavar="OUT", help="trend JSON (default *.trend.json)")
-    gate.add_argument("--compare-md", metavar="OUT", help="compare Markdown table (default *.compare.md)")
+    add_gate_args(parser, "run", "cell")
     return parser

@@ -28,12 +28,14 @@ DEFAULT_JSON = DEFAULT_DIR / "apex-bench.json"
 DEFAULT_MD = DEFAULT_DIR / "apex-bench.md"
 
 
-def _output_paths(args: Any) -> tuple[Path, Path, Path]:
+def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
+                 default_md: Path = DEFAULT_MD) -> tuple[Path, Path, Path]:
     """Resolve output paths; default ones get their folder created, given ones must exist."""
     if args.output_json is None or args.output_md is None:
-        DEFAULT_DIR.mkdir(parents=True, exist_ok=True)
-    json_path = Path(args.output_json) if args.output_json else DEFAULT_JSON
-    md_path = Path(args.output_md) if args.output_md else DEFAULT_MD
+        for default in (default_json, default_md):
+            default.parent.mkdir(parents=True, exist_ok=True)
+    json_path = Path(args.output_json) if args.output_json else default_json
+    md_path = Path(args.output_md) if args.output_md else default_md
     log_path = Path(args.log_file) if args.log_file else json_path.with_suffix(".log")
     for path, flag in ((json_path, "--output-json"), (md_path, "--output-md"),
                        (log_path, "--log-file")):
@@ -41,7 +43,7 @@ def _output_paths(args: Any) -> tuple[Path, Path, Path]:
     return json_path, md_path, log_path
 
 
-def _timing_options(args: Any, device: str) -> TimingOptions:
+def timing_options(args: Any, device: str) -> TimingOptions:
     if args.graph and device != "cuda":
         raise UsageError("--graph needs --device cuda (CUDA graphs do not exist on the CPU)")
     try:
@@ -137,12 +139,12 @@ def run_command(args: Any) -> int:
                 registry.backends[name].configure(options)
         print_listing(registry, device)
         return 0
-    timing = _timing_options(args, device)
+    timing = timing_options(args, device)
     plan = build_plan(registry, workloads=args.workloads, backends=args.backends, device=device,
                       dtypes=tuple(args.dtype or default_dtypes(device)), profile=args.profile,
                       overrides=args.overrides, seed=args.seed, timing=timing,
                       timeout_s=args.timeout, backend_options=backend_options_from_args(args))
-    json_path, md_path, log_path = _output_paths(args)
+    json_path, md_path, log_path = output_paths(args)
     gate = gate_from_run_args(args, json_path)
     env = capture_environment(device)
     if gate is not None:

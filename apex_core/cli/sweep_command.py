@@ -12,13 +12,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import attrs
 
-from apex_core.cli.args import OneLineParser, non_negative_int, positive_float, positive_int
+from apex_core.cli.args import OneLineParser, add_gate_args, add_sampling_args, positive_int
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.progress import Progress
+from apex_core.cli.run_command import output_paths, timing_options
 from apex_core.engine.sweep import (
     DEFAULT_INT_HIGH,
     RUNTIMES,
@@ -31,15 +32,12 @@ from apex_core.engine.sweep import (
     sweep_markdown,
     sweep_record,
 )
-from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
-from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.report.writer import atomic_write_text
 from apex_core.results import FAILING_STATUSES, Case, CellResult, Report, Status
-from apex_core.timing import TimingOptions
 
-DEFAULT_DIR = Path("artifacts")
-DEFAULT_JSON = DEFAULT_DIR / "apex-bench-sweep.json"
-DEFAULT_MD = DEFAULT_DIR / "apex-bench-sweep.md"
+DEFAULT_JSON = Path("artifacts") / "apex-bench-sweep.json"
+DEFAULT_MD = Path("artifacts") / "apex-bench-sweep.md"
 
 EXIT_CODES = """\
 shape cases:
@@ -74,55 +72,14 @@ def build_parser() -> OneLineParser:
     sel.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     sel.add_argument("--int-high", type=positive_int, default=DEFAULT_INT_HIGH,
                      help=f"integer inputs are uniform in [0, N) (default {DEFAULT_INT_HIGH})")
-    tim = parser.add_argument_group("timing")
-    tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
-    tim.add_argument("--iters", type=positive_int, default=10, help="minimum samples per case (default 10)")
-    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
-    tim.add_argument("--max-time", type=positive_float, default=3.0,
-                     help="seconds after which sampling stops (3.0)")
-    tim.add_argument("--noise", type=positive_float, default=0.005,
-                     help="stop once std/mean is under this (0.005 = 0.5%%)")
-    tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
-                     help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
-    tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays (cuda only)")
+    add_sampling_args(parser, "case")
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help=f"JSON report path (default {DEFAULT_JSON})")
     out.add_argument("--output-md", help=f"Markdown summary path (default {DEFAULT_MD})")
     out.add_argument("--log-file", help="tracebacks of failed cases (default: next to the JSON report)")
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
-    gate = parser.add_argument_group(
-        "regression gate", "after the sweep, check the report against a baseline (as 'apex-bench compare' "
-        "does); the baseline is validated before any case runs")
-    gate.add_argument("--compare", action="store_true", help="gate the finished report (needs --baseline)")
-    gate.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
-    gate.add_argument("--allow-missing", action="store_true",
-                      help="baseline metrics absent from the report do not fail the gate")
-    gate.add_argument("--force", action="store_true", help="compare even across differing environments")
-    gate.add_argument("--summary", metavar="OUT", help="compare summary JSON (default *.compare.json)")
-    gate.add_argument("--trend-output", metavar="OUT", help="trend JSON (default *.trend.json)")
-    gate.add_argument("--compare-md", metavar="OUT", help="compare Markdown table (default *.compare.md)")
+    add_gate_args(parser, "sweep", "case")
     return parser
-
-
-def _output_paths(args: Any) -> tuple[Path, Path, Path]:
-    """Resolve output paths; default ones get their folder created, given ones must exist."""
-    if args.output_json is None or args.output_md is None:
-        DEFAULT_DIR.mkdir(parents=True, exist_ok=True)
-    json_path = Path(args.output_json) if args.output_json else DEFAULT_JSON
-    md_path = Path(args.output_md) if args.output_md else DEFAULT_MD
-    log_path = Path(args.log_file) if args.log_file else json_path.with_suffix(".log")
-    for path, flag in ((json_path, "--output-json"), (md_path, "--output-md"), (log_path, "--log-file")):
-        check_writable(path, flag)
-    return json_path, md_path, log_path
-
-
-def _timing_options(args: Any) -> TimingOptions:
-    try:
-        return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
-                             max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
-                             graph=args.graph)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 class _Recorder:
@@ -193,10 +150,10 @@ def main(argv: list[str]) -> int:
 
     args = build_parser().parse_args(argv)
     cases = [parse_shape_case(text) for text in args.cases]  # malformed cases fail before any file is read
-    timing = _timing_options(args)
+    timing = timing_options(args, args.device or "cuda")
     plan = plan_sweep(args.engine, cases, runtime=args.runtime, device=args.device, name=args.name,
                       seed=args.seed, timing=timing, int_high=args.int_high)
-    paths = _output_paths(args)
+    paths = output_paths(args, DEFAULT_JSON, DEFAULT_MD)
     gate = gate_from_run_args(args, paths[0])
     base = empty_report(plan)
     if gate is not None:

@@ -1,0 +1,30 @@
+"""Profile one tileunpack kernel at the large profile under ncu; autotuning runs outside the profiled range.
+
+Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
+    ncu --profile-from-start off --section SpeedOfLight --section Occupancy \\
+        python scripts/dev/ncu_unpack.py override-band|blend-band|override-walk
+"""
+
+import sys
+
+import torch
+
+from apex_core.workloads.tileunpack import TileUnpack
+from apex_kernels import tileunpack
+
+which = sys.argv[1]
+workload = TileUnpack()
+params = workload.make_params("large")
+case = next(c for c in workload.cases(params) if c.name == which.split("-")[0])
+inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
+# override takes the band kernel only up to a small K; force the kernel asked for
+tileunpack.OVERRIDE_BAND_MAX_K = 0 if which == "override-walk" else tileunpack.ALIGNED_MAX_K
+launch, outputs, meta = tileunpack.make_launcher(case, inputs)
+for _ in range(2):  # the first call autotunes
+    launch()
+torch.cuda.synchronize()
+print(which, meta["kernel"], {k: v for k, v in meta.items() if k.isupper()}, flush=True)
+torch.cuda.profiler.start()
+launch()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
