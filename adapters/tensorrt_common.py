@@ -20,7 +20,7 @@ import attrs
 from adapters.lazy_import import cuda_reason, try_import
 from apex_core.engine.runtime import BoundModel
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
-from apex_core.errors import ApexBenchError, UsageError
+from apex_core.errors import ApexBenchError, UsageError, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +39,19 @@ _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8
 _TRT_ATTRS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
               "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
 _PRECISION_FLAGS = {"fp32": None, "fp16": "FP16", "bf16": "BF16"}
+
+
+def create_network(trt: Any, builder: Any) -> tuple[Any, bool]:
+    """A new network, strongly typed where this TensorRT has the flag: ``(network, strongly_typed)``.
+
+    A strongly typed network takes each layer's precision from its tensors' dtypes (the
+    ONNX export's, the plugin inputs'), so no FP16/BF16 builder flag is needed; TensorRT
+    deprecated those weak-typing flags in 10.12 and removed them in 11.
+    """
+    flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    if flag is None:
+        return builder.create_network(0), False  # explicit batch is the only mode since TensorRT 10
+    return builder.create_network(1 << int(flag)), True
 
 
 class TensorRTUnavailableError(UsageError):
@@ -123,7 +136,7 @@ class _RecordingLogger:
 
                 def drain(self) -> str:
                     text, self.errors = "; ".join(self.errors[-3:]), []
-                    return text
+                    return one_line(text)
 
             cls.instance = Recording()  # TensorRT wants one logger for every builder and runtime
         return cls.instance
@@ -135,7 +148,9 @@ def _spec_of(engine: Any, trt: Any, name: str) -> TensorSpec:
     profile = None
     if is_input and engine.num_optimization_profiles > 0:
         lo, opt, hi = (tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, 0))
-        profile = ProfileRange(lo, opt, hi)
+        # TensorRT answers Dims{-1} where it has no profile shape (e.g. shape-tensor inputs)
+        if len(lo) == len(opt) == len(hi) == len(shape):
+            profile = ProfileRange(lo, opt, hi)
     return TensorSpec(name, is_input, dtype_name_of_trt(engine.get_tensor_dtype(name)),
                       tuple(DYNAMIC if d < 0 else d for d in shape), (None,) * len(shape), profile)
 
@@ -208,6 +223,9 @@ class TensorRTEngineModel:
             raise UsageError(f"{self.label}: TensorRT cannot infer the shapes of {', '.join(unresolved)}")
         outputs: dict[str, torch.Tensor] = {}
         for spec in self.outputs:
+            if spec.dtype not in _TORCH_DTYPES:
+                raise UsageError(f"unsupported dtype: output {describe(spec)} has no torch dtype to "
+                                 "allocate it with")
             shape = tuple(int(d) for d in context.get_tensor_shape(spec.name))
             if any(d < 0 for d in shape):
                 raise UsageError(f"output {spec.name!r} has a data-dependent shape {list(shape)}; "
@@ -284,19 +302,26 @@ def network_profile(network_inputs: Sequence[tuple[str, tuple[int, ...]]],
 
 
 def _configured_build(trt: Any, builder: Any, network: Any, precision: str, label: str,
-                      profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None) -> bytes:
-    """Set the precision flag and profile, build, and return the serialized engine."""
+                      profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None,
+                      strongly_typed: bool = False) -> bytes:
+    """Set the precision flag (weakly typed networks only) and profile, build, return the engine."""
     if precision not in _PRECISION_FLAGS:
         raise EngineBuildError(f"unknown precision {precision!r}; valid: {', '.join(_PRECISION_FLAGS)}")
     config = builder.create_builder_config()
-    flag = _PRECISION_FLAGS[precision]
-    if flag:
-        config.set_flag(getattr(trt.BuilderFlag, flag))
+    flag = None if strongly_typed else getattr(trt.BuilderFlag, _PRECISION_FLAGS[precision] or "", None)
+    if flag is not None:
+        config.set_flag(flag)
     if profile:
         optimization_profile = builder.create_optimization_profile()
         for name, (lo, opt, hi) in profile.items():
-            optimization_profile.set_shape(name, lo, opt, hi)
-        config.add_optimization_profile(optimization_profile)
+            try:  # the binding raises on an inconsistent min/opt/max
+                optimization_profile.set_shape(name, lo, opt, hi)
+            except (RuntimeError, TypeError, ValueError) as exc:
+                raise EngineBuildError(f"profile of input {name!r} ({list(lo)} .. {list(hi)}, opt "
+                                       f"{list(opt)}) rejected: {one_line(str(exc))}") from None
+        if config.add_optimization_profile(optimization_profile) < 0:
+            raise EngineBuildError(f"TensorRT rejected the optimization profile of {label}: "
+                                   f"{_RecordingLogger.get(trt).drain() or 'no reason logged'}")
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         why = _RecordingLogger.get(trt).drain() or "no reason logged"
@@ -312,14 +337,16 @@ def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
     logger = _RecordingLogger.get(trt)
     logger.drain()
     builder = trt.Builder(logger)
-    network = builder.create_network(0)  # TensorRT 10: explicit batch is the only mode
+    network, strongly_typed = create_network(trt, builder)
     parser = trt.OnnxParser(network, logger)
+    name = Path(onnx_path).name  # a temporary folder's path would make every reason unique
     if not parser.parse_from_file(os.fspath(onnx_path)):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-        raise EngineBuildError(f"TensorRT's ONNX parser rejected {onnx_path}: {errors or logger.drain()}")
+        raise EngineBuildError(f"TensorRT's ONNX parser rejected {name}: {one_line(errors) or logger.drain()}")
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
     profile = network_profile([(t.name, tuple(int(d) for d in t.shape)) for t in inputs], profile_shapes)
-    return _configured_build(trt, builder, network, precision, f"an engine from {onnx_path}", profile)
+    return _configured_build(trt, builder, network, precision, f"an engine from {name}", profile,
+                             strongly_typed)
 
 
 def plugin_library_paths(given: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
@@ -363,6 +390,9 @@ def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
     Creators register themselves when their library loads (static registration, e.g.
     ``REGISTER_TENSORRT_PLUGIN``). RTLD_GLOBAL lets one plugin library use another's symbols.
     """
+    # a plugin library links against libnvinfer, which pip's TensorRT keeps off the loader
+    # path until ``import tensorrt`` has loaded it; without TensorRT the checks below still run
+    try_import("tensorrt", TENSORRT_HINT)
     for path in paths:
         key = os.path.realpath(path)
         if key in _LOADED_LIBRARIES:
@@ -373,7 +403,7 @@ def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
         try:
             _LOADED_LIBRARIES[key] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as exc:
-            raise PluginLibraryError(f"plugin library {path} failed to load: {exc}") from None
+            raise PluginLibraryError(f"plugin library {path} failed to load: {one_line(str(exc))}") from None
     return [os.path.realpath(p) for p in paths]
 
 
@@ -381,11 +411,16 @@ def find_plugin_creator(name: str, version: str, namespace: str) -> Any | None:
     """The registered creator (IPluginV3 or IPluginV2) of ``name``/``version`` in ``namespace``, or None."""
     trt = import_tensorrt()
     registry = trt.get_plugin_registry()
-    if hasattr(registry, "get_creator"):  # TensorRT >= 10: finds IPluginV3 and IPluginV2 creators
-        creator = registry.get_creator(name, version, namespace)
-        if creator is not None:
-            return creator
-    return registry.get_plugin_creator(name, version, namespace)  # IPluginV2 creators
+    if not hasattr(registry, "get_creator"):  # before TensorRT 10: IPluginV2 creators only
+        return registry.get_plugin_creator(name, version, namespace)
+    # TensorRT >= 10 returns IPluginCreator (V2), IPluginCreatorV3One or IPluginCreatorV3Quick;
+    # a one-layer network is built here for the first two only
+    creator = registry.get_creator(name, version, namespace)
+    usable = tuple(t for t in (getattr(trt, "IPluginCreator", None), getattr(trt, "IPluginCreatorV3One", None))
+                   if t is not None)
+    if creator is not None and usable and not isinstance(creator, usable):
+        return None
+    return creator
 
 
 @attrs.frozen
@@ -406,13 +441,15 @@ def build_plugin_engine(creator: Any, *, layer_name: str, inputs: Sequence[tuple
     logger = _RecordingLogger.get(trt)
     logger.drain()
     builder = trt.Builder(logger)
-    network = builder.create_network(0)
+    network, strongly_typed = create_network(trt, builder)
     tensors = [network.add_input(name, getattr(trt, _TRT_ATTRS[dtype]), shape) for name, dtype, shape in inputs]
     numpy_types = {"INT32": np.int32, "FLOAT32": np.float32}
-    collection = trt.PluginFieldCollection([
-        trt.PluginField(f.name, np.array(f.values, dtype=numpy_types[f.kind]),
-                        getattr(trt.PluginFieldType, f.kind))
-        for f in fields])
+    # a PluginField points at its array's memory and the collection copies only the pointers:
+    # both lists stay referenced here until the plugin has been created and added
+    arrays = [np.array(f.values, dtype=numpy_types[f.kind]) for f in fields]
+    plugin_fields = [trt.PluginField(f.name, array, getattr(trt.PluginFieldType, f.kind))
+                     for f, array in zip(fields, arrays, strict=True)]
+    collection = trt.PluginFieldCollection(plugin_fields)
     v3_creator: Any = getattr(trt, "IPluginCreatorV3One", None)  # absent before TensorRT 10
     if v3_creator is not None and isinstance(creator, v3_creator):
         plugin = creator.create_plugin(layer_name, collection, trt.TensorRTPhase.BUILD)
@@ -430,4 +467,7 @@ def build_plugin_engine(creator: Any, *, layer_name: str, inputs: Sequence[tuple
         tensor = layer.get_output(index)
         tensor.name = name
         network.mark_output(tensor)
-    return _configured_build(trt, builder, network, precision, f"the {layer_name} network")
+    engine = _configured_build(trt, builder, network, precision, f"the {layer_name} network",
+                               strongly_typed=strongly_typed)
+    del plugin_fields, arrays  # not before the build: the plugin may read its fields until then
+    return engine

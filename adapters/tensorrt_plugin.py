@@ -18,6 +18,7 @@ import attrs
 
 from adapters.tensorrt_common import (
     EngineBuildError,
+    EngineLoadError,
     PluginFieldValue,
     PluginLibraryError,
     build_plugin_engine,
@@ -158,7 +159,10 @@ class TensorRTPluginBackend(Backend):
         except EngineBuildError as exc:
             raise CellSkipped(f"engine build failed: {exc}") from None
         device = str(inputs[spec.inputs[0]].device)
-        model = engine_model_from_bytes(data, device, f"the {spec.plugin} engine")
+        try:
+            model = engine_model_from_bytes(data, device, f"the {spec.plugin} engine")
+        except EngineLoadError as exc:
+            raise CellSkipped(f"engine build failed: {exc}") from None
         bound = model.bind({s.name: inputs[s.name] for s in model.inputs})
         metadata = {"plugin": f"{PLUGIN_NAMESPACE}::{spec.plugin} v{PLUGIN_VERSION}",
                     "fields": {f.name: list(f.values) for f in spec.fields(case)},

@@ -19,3 +19,14 @@ class InputValidationError(ApexBenchError):
 
 class PluginError(ApexBenchError):
     """A plugin could not be loaded, constructed, or clashes with another plugin."""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: reasons and error messages never span lines (tools' messages may)."""
+    return " ".join(str(text).split())
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` on one line, for reasons recorded in cells and printed on the terminal."""
+    text = one_line(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -10,7 +10,7 @@ from typing import Any
 
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.environment import capture_environment
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, describe_exception
 from apex_core.plan import Plan, PlannedCell
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
@@ -42,7 +42,7 @@ def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
         except UsageError:
             raise
         except Exception as exc:
-            failures[name] = f"configure() raised {type(exc).__name__}: {exc}"
+            failures[name] = f"configure() raised {describe_exception(exc)}"
     return failures
 
 
@@ -65,7 +65,7 @@ class _Probes:
                 try:
                     self.cache[key] = backend.probe(device)
                 except Exception as exc:
-                    self.cache[key] = Availability.no(f"probe raised {type(exc).__name__}: {exc}")
+                    self.cache[key] = Availability.no(f"probe raised {describe_exception(exc)}")
         return self.cache[key]
 
 
@@ -91,7 +91,7 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probe
     try:
         support = backend.supports(workload, cell.case, cell.dtype)
     except Exception as exc:
-        return _planned_result(cell, Status.ERROR, f"supports() raised {type(exc).__name__}: {exc}")
+        return _planned_result(cell, Status.ERROR, f"supports() raised {describe_exception(exc)}")
     if not support.ok:
         return _planned_result(cell, Status.SKIPPED, support.reason, SkipKind.UNSUPPORTED)
     return None

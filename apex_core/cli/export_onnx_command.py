@@ -151,10 +151,12 @@ def main(argv: list[str]) -> int:
         path = output_dir / f"{workload.name}-{case.name}-{args.dtype}.onnx"
         try:
             exported = export_workload(workload, case, args.dtype, path)
-        except ExportError as exc:
+        except Exception as exc:  # one case's failure (exporter, file system) must not end the rest
+            reason = str(exc) if isinstance(exc, ExportError) else f"{type(exc).__name__}: {exc}"
+            reason = " ".join(reason.split())
             failed += 1
-            skipped.append({"workload": workload.name, "case": case.name, "reason": str(exc), "error": True})
-            print(f"{case.id}: export failed: {exc}", file=sys.stderr)
+            skipped.append({"workload": workload.name, "case": case.name, "reason": reason, "error": True})
+            print(f"{case.id}: export failed: {reason}", file=sys.stderr)
             continue
         models.append(model_record(exported, output_dir))
         labels = (label for axes in exported.dynamic_axes.values() for label in axes.values())

@@ -200,7 +200,9 @@ class OrtModel:
 
         devices = {t.device for t in feeds.values()} or {torch.device(self.device)}
         device = next(iter(devices))
-        if len(devices) > 1 or device.type != self.device.split(":")[0]:
+        wanted = torch.device(self.device)
+        same = device.type == wanted.type and (wanted.index is None or device.index in (None, wanted.index))
+        if len(devices) > 1 or not same:
             names = ", ".join(sorted(str(d) for d in devices))
             raise UsageError(f"inputs are on {names} but the model was loaded for {self.device}")
         return device
@@ -250,6 +252,10 @@ def load_onnx_model(path: str | os.PathLike[str], device: str = "cpu") -> OrtMod
             raise UnsupportedModelError(f"onnxruntime {'/'.join(providers)} cannot run {model_path.name}: "
                                         f"{detail}") from None
         raise UsageError(f"onnxruntime cannot load {model_path}: {first}") from None
+    if device.startswith("cuda") and session.get_providers()[0] != "CUDAExecutionProvider":
+        # ONNX Runtime falls back to the CPU silently (its log is muted above)
+        raise RuntimeUnavailableError(f"onnxruntime did not run {model_path.name} on its CUDA execution "
+                                      f"provider (session providers: {', '.join(session.get_providers())})")
     return OrtModel(
         path=model_path,
         device=device,

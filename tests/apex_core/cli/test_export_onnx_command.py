@@ -102,3 +102,17 @@ def test_an_output_dir_that_cannot_be_created_is_a_usage_error(tmp_path, capsys)
     blocker.write_text("")
     assert main(["export-onnx", "--workloads", "tilepack", "--output-dir", str(blocker / "sub")]) == 2
     assert "--output-dir" in capsys.readouterr().err
+
+
+def test_a_case_that_cannot_be_written_fails_alone_with_one_line(tmp_path, capsys):
+    # a folder where the .onnx file should go: that case fails, the manifest is still written
+    (tmp_path / "tilepack-default-fp32.onnx").mkdir()
+    code = main(["export-onnx", "--workloads", "tilepack,fusiongate", "--profile", "smoke",
+                 "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    failure = [line for line in err.splitlines() if "export failed" in line]
+    assert len(failure) == 1 and "tilepack/default" in failure[0] and "Traceback" not in err
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [m["workload"] for m in manifest["models"]] == ["fusiongate"]
+    assert manifest["not_exported"][0]["error"] is True
