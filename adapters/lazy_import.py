@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 from types import ModuleType
 
+from apex_core.errors import first_line
+
 
 def try_import(module: str, install_hint: str) -> tuple[ModuleType | None, str]:
     """Return (module, "") or (None, reason) without raising."""
@@ -18,8 +20,7 @@ def try_import(module: str, install_hint: str) -> tuple[ModuleType | None, str]:
     try:
         return importlib.import_module(module), ""
     except Exception as exc:  # installed but broken: a missing shared library, ABI mismatch...
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return None, f"{module} is installed but fails to import: {type(exc).__name__}: {first_line}"
+        return None, f"{module} is installed but fails to import: {type(exc).__name__}: {first_line(exc)}"
 
 
 def cuda_reason() -> str:

@@ -14,6 +14,7 @@ import attrs
 import torch
 
 from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
+from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Accuracy, Case, CellResult, Derived, SkipKind, Status, Timing, Work
 from apex_core.timing import CudaTimer, TimingOptions, measure_cpu
@@ -62,7 +63,7 @@ def is_device_poisoning(exc: BaseException) -> bool:
 
 def _fail(stage: str, exc: BaseException) -> _CellFailure:
     status = Status.CRASHED if is_device_poisoning(exc) else Status.ERROR
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    message = first_line(exc)
     reason = f"{type(exc).__name__} during {stage}: {message}".rstrip(": ")
     return _CellFailure(status, reason, traceback.format_exc())
 

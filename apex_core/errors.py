@@ -21,6 +21,12 @@ class PluginError(ApexBenchError):
     """A plugin could not be loaded, constructed, or clashes with another plugin."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" when it has none); tracebacks go to logs."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def one_line(text: str) -> str:
     """``text`` on one line: reasons and error messages never span lines (tools' messages may)."""
     return " ".join(str(text).split())

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
-from apex_core.errors import ApexBenchError, UsageError
+from apex_core.errors import ApexBenchError, UsageError, first_line
 from apex_core.interfaces import Workload
 from apex_core.results import Case
 
@@ -282,8 +282,8 @@ def _trace(workload: Workload, case: Case, inputs: dict[str, torch.Tensor], outp
                               output_names=output_names, dynamic_axes=axes, opset_version=OPSET,
                               do_constant_folding=True, dynamo=False)
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ExportError(f"{case.id}: torch.onnx.export failed: {type(exc).__name__}: {first}") from exc
+            raise ExportError(f"{case.id}: torch.onnx.export failed: {type(exc).__name__}: "
+                              f"{first_line(exc)}") from exc
 
 
 @contextlib.contextmanager
@@ -318,8 +318,7 @@ def _finish(
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ExportError(f"{case.id}: the exported graph fails the ONNX checker: {first}") from exc
+        raise ExportError(f"{case.id}: the exported graph fails the ONNX checker: {first_line(exc)}") from exc
     target.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(target))
     return [name for name in inputs if name not in traced]

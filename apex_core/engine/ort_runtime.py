@@ -18,7 +18,7 @@ import attrs
 
 from apex_core.engine.runtime import BoundModel, EngineModel
 from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -72,18 +72,12 @@ def dtype_name_of(dtype: torch.dtype) -> str:
 
 def import_onnxruntime() -> Any:
     """Import onnxruntime or raise ``RuntimeUnavailableError`` with one line saying why."""
-    import importlib.util
+    from adapters.lazy_import import try_import  # the backends' probe gives the same reasons
 
-    if importlib.util.find_spec("onnxruntime") is None:
-        raise RuntimeUnavailableError(f"onnxruntime not installed ({INSTALL_HINT})")
-    try:
-        import onnxruntime
-    except Exception as exc:  # installed but broken: a missing shared library, ABI mismatch...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise RuntimeUnavailableError(
-            f"onnxruntime is installed but fails to import: {type(exc).__name__}: {first}"
-        ) from None
-    return onnxruntime
+    module, reason = try_import("onnxruntime", INSTALL_HINT)
+    if module is None:
+        raise RuntimeUnavailableError(reason)
+    return module
 
 
 def providers_for(device: str, available: list[str]) -> list[str]:
@@ -245,7 +239,7 @@ def load_onnx_model(path: str | os.PathLike[str], device: str = "cpu") -> OrtMod
         session = ort.InferenceSession(str(model_path), options, providers=providers,
                                        provider_options=provider_options)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc) or type(exc).__name__
         if "NOT_IMPLEMENTED" in first:
             # e.g. "Could not find an implementation for Where(16)": a bf16 graph on the CPU
             detail = first.split("NOT_IMPLEMENTED :", 1)[-1].strip()

@@ -33,7 +33,7 @@ from apex_core.engine.shape_case import (
     resolve_case,
 )
 from apex_core.engine.tensor_spec import TensorSpec
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, first_line
 from apex_core.results import CellResult, Derived, Report, Status, Timing, Work
 from apex_core.timing import TimingOptions
 
@@ -114,8 +114,8 @@ def load_model(engine: Path, runtime: str, device: str) -> EngineModel:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    text = first_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def file_sha256(path: Path) -> str:
@@ -266,8 +266,8 @@ class _StageError(Exception):
         from apex_core.cell import is_device_poisoning
 
         self.status = Status.CRASHED if is_device_poisoning(exc) else Status.ERROR
-        message = str(exc).strip()
-        detail = f": {message.splitlines()[0]}" if message else ""
+        message = first_line(exc)
+        detail = f": {message}" if message else ""
         self.reason = f"{type(exc).__name__} during {stage}{detail}"
         self.log = traceback.format_exc()
         super().__init__(self.reason)
