@@ -1,13 +1,23 @@
 """Triton tileunpack: packed tiles into a copy of the base map, override or blend, by priority.
 
 One pass over the output: each program owns a block of pixels x channels, visits
-only the tiles whose box touches its pixels, in ascending priority (key
-``level * K + k``; higher level wins, ties go to the later k), and writes every
-output element exactly once. No atomics, no sort kernel, no host synchronisation.
+only the tiles that touch its pixels, in ascending priority (key ``level * K + k``;
+higher level wins, ties go to the later k), and writes every output element exactly
+once. No atomics, no host synchronisation.
+
+Three kernel families, chosen per case when the launcher is made:
+
+- aligned origins (override, blend), K < RUNS_MIN_K: band kernels, each program sorts
+  its band's tiles by (slot, priority) itself; one launch.
+- aligned origins, RUNS_MIN_K <= K <= ALIGNED_MAX_K: a small prepass (one program per
+  image) sorts the image's tiles once into per-slot runs; the band kernels then read
+  their slots' runs instead of sorting all K tiles in every program. Two launches.
+- overlapping origins, or larger K: the priority walk over every touching tile.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,12 +40,15 @@ NO_KEY = tl.constexpr(2**62)
 
 # Aligned cases (override, blend: origins on the tile grid, checked when inputs are made)
 # take the band kernels below while K fits one sort of this many lanes; the general walk
-# above serves overlap and larger K. Override takes the walk already above
-# OVERRIDE_BAND_MAX_K: it needs one winner per pixel, which the walk finds without a
-# sort (H200, fp16: band 9.1 vs walk 10.6 us at K = 32, but 1337 vs 1152 us at K = 1024;
-# the crossover between the two was not measured). Blend: band 1384 vs walk 3670 us.
+# above serves overlap and larger K.
 ALIGNED_MAX_K = 1024
-OVERRIDE_BAND_MAX_K = 64
+# From this K on, the band kernels read per-slot runs sorted once per image by a prepass
+# instead of sorting all K tiles in each program: at K = 1024 (H200, fp16, large
+# profile) every program's own sort made the band kernels L1-bound (override 1337 us,
+# blend 1384 us, 41-49 % of copy bandwidth). Below it one launch beats two.
+RUNS_MIN_K = 128
+# The prepass keys slots above priority keys (SLOT_UNIT) and below NO_KEY.
+RUNS_MAX_SLOTS = 2**21
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -239,24 +252,84 @@ def _band_tiles(origins, levels, row0, K, ty, col0, T: tl.constexpr, NTB: tl.con
 
 
 @triton.jit
-def _slot_tile(ordered, start, count, j, K, KC: tl.constexpr):
+def _band_runs(origins, levels, run_k, run_start, run_end, b, K, ty, cb, W, H,
+               T: tl.constexpr, NTB: tl.constexpr, KC: tl.constexpr, PRESORTED: tl.constexpr):
+    """Per band slot where its run of tiles (ascending priority) starts and how long it is.
+
+    Returns ``(table, start, count)``; ``table`` is the band's own sort when the runs
+    are not presorted (``_band_tiles``), else unused: the k's are read from ``run_k``.
+    """
+    if PRESORTED:
+        per_row = W // T
+        tcol = cb * NTB + tl.arange(0, NTB)
+        at = b.to(tl.int64) * (H // T) * per_row + ty * per_row + tcol
+        start = tl.load(run_start + at, mask=tcol < per_row, other=0)
+        count = tl.load(run_end + at, mask=tcol < per_row, other=0) - start
+        table = start
+    else:
+        table, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
+    return table, start, count
+
+
+@triton.jit
+def _slot_tile(table, run_k, b, start, count, j, K, KC: tl.constexpr, PRESORTED: tl.constexpr):
     """Per slot, the k of its j-th tile in ascending priority, and whether it has one."""
     has = (j >= 0) & (j < count)
-    at = tl.minimum(start + j, KC - 1)
-    key = tl.gather(ordered, tl.maximum(at, 0), 0) % SLOT_UNIT
-    return key % K, has
+    if PRESORTED:
+        k = tl.load(run_k + b * K + start + j, mask=has, other=0)
+    else:
+        at = tl.minimum(start + j, KC - 1)
+        k = (tl.gather(table, tl.maximum(at, 0), 0) % SLOT_UNIT) % K
+    return k, has
 
 
-@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
 @triton.jit
-def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
+def _slot_runs_kernel(origins, levels, run_k, run_start, run_end, K, per_row, slots,
+                      T: tl.constexpr, KC: tl.constexpr, ZB: tl.constexpr):
+    """One program per image: its tiles sorted by (slot, level, k) and each slot's run bounds.
+
+    ``run_k[b, i]`` is the k of the i-th tile in that order; slot s's tiles are
+    ``run_k[b, run_start[b, s]:run_end[b, s]]`` (empty: both 0).
+    """
+    b = tl.program_id(0)
+    row = b.to(tl.int64) * slots
+    zeros = tl.zeros([ZB], tl.int32)
+    for s0 in range(0, slots, ZB):
+        s = s0 + tl.arange(0, ZB)
+        tl.store(run_start + row + s, zeros, mask=s < slots)
+        tl.store(run_end + row + s, zeros, mask=s < slots)
+    # other threads of this program overwrite some of these zeros below
+    tl.debug_barrier()
+    i = tl.arange(0, KC)
+    valid = i < K
+    oy = tl.load(origins + (b * K + i) * 2, mask=valid, other=0)
+    ox = tl.load(origins + (b * K + i) * 2 + 1, mask=valid, other=0)
+    lv = tl.load(levels + b * K + i, mask=valid, other=0)
+    slot = (oy // T) * per_row + ox // T
+    key = tl.where(valid, slot.to(tl.int64) * SLOT_UNIT + lv.to(tl.int64) * K + i, NO_KEY)
+    ordered = tl.sort(key)  # the K real keys first
+    sorted_slot = (ordered // SLOT_UNIT).to(tl.int32)
+    prev_slot = tl.gather(sorted_slot, tl.maximum(i - 1, 0), 0)
+    next_slot = tl.gather(sorted_slot, tl.minimum(i + 1, KC - 1), 0)
+    first = valid & ((i == 0) | (prev_slot != sorted_slot))
+    last = valid & ((i == K - 1) | (next_slot != sorted_slot))
+    tl.store(run_k + b * K + i, ((ordered % SLOT_UNIT) % K).to(tl.int32), mask=valid)
+    tl.store(run_start + row + sorted_slot, i, mask=first)
+    tl.store(run_end + row + sorted_slot, i + 1, mask=last)
+
+
+@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T", "PRESORTED"])
+@triton.jit
+def _unpack_override_band_kernel(base, packed, origins, levels, run_k, run_start, run_end, out,
+                                 C, H, W, K,
                                  T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
-                                 NTB: tl.constexpr, KC: tl.constexpr,
+                                 NTB: tl.constexpr, KC: tl.constexpr, PRESORTED: tl.constexpr,
                                  BLOCK_C: tl.constexpr, CB: tl.constexpr):
     """Each slot takes its highest-priority tile (the last of its run); empty slots copy base."""
     b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
-    ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
-    k, has = _slot_tile(ordered, start, count, count - 1, K, KC)
+    table, start, count = _band_runs(origins, levels, run_k, run_start, run_end, b, K, ty, cb,
+                                     W, H, T, NTB, KC, PRESORTED)
+    k, has = _slot_tile(table, run_k, b, start, count, count - 1, K, KC, PRESORTED)
     has4 = has[None, None, :, None]
     # offset of each pixel inside its slot's winning tile, minus the channel term
     in_tile = ((b.to(tl.int64) * K + k[None, None, :, None]) * C * T + (y4 - ty * T)) * T + x4 % T
@@ -271,15 +344,17 @@ def _unpack_override_band_kernel(base, packed, origins, levels, out, C, H, W, K,
         tl.store(out + offs, tl.where(has4, tile_val, base_val), mask=mask)
 
 
-@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T", "PRESORTED"])
 @triton.jit
-def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W, K,
+def _unpack_blend_band_kernel(base, packed, origins, levels, run_k, run_start, run_end, alpha, out,
+                              C, H, W, K,
                               T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr,
-                              NTB: tl.constexpr, KC: tl.constexpr,
+                              NTB: tl.constexpr, KC: tl.constexpr, PRESORTED: tl.constexpr,
                               BLOCK_C: tl.constexpr, CB: tl.constexpr):
     """Per slot its tiles in ascending priority: ``out = (1 - a) * out + a * P``, all slots at once."""
     b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
-    ordered, start, count = _band_tiles(origins, levels, b * K, K, ty, cb * NTB, T, NTB, KC)
+    table, start, count = _band_runs(origins, levels, run_k, run_start, run_end, b, K, ty, cb,
+                                     W, H, T, NTB, KC, PRESORTED)
     depth = tl.max(count, 0)
     a = tl.load(alpha).to(tl.float32)
     within = (y4 - ty * T) * T + x4 % T
@@ -292,7 +367,7 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, alpha, out, C, H, W
         acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
         # level j applies every slot's j-th tile at once: depth steps, each over the block
         for j in range(depth):
-            k, has = _slot_tile(ordered, start, count, j, K, KC)
+            k, has = _slot_tile(table, run_k, b, start, count, j, K, KC, PRESORTED)
             has4 = has[None, None, :, None]
             src = ((b.to(tl.int64) * K + k[None, None, :, None]) * C + c4) * T * T + within
             tile_val = tl.load(packed + src, mask=mask & has4, other=0.0).to(tl.float32)
@@ -307,37 +382,58 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     base, packed = inputs["base"], inputs["packed"]
     check_data_tensors("tileunpack", {"base": base, "packed": packed, "origins": inputs["origins"],
                                       "levels": inputs["levels"]})
-    k = packed.shape[1]
+    k, t = packed.shape[1], packed.shape[-1]
+    slots = (base.shape[2] // t) * (base.shape[3] // t)
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
-    band_max_k = OVERRIDE_BAND_MAX_K if case.name == "override" else ALIGNED_MAX_K
-    if case.name != "overlap" and k <= min(band_max_k, ALIGNED_MAX_K):
-        return _band_launcher(case, inputs)
-    return _walk_launcher(case, inputs)
+    if case.name == "overlap" or k > ALIGNED_MAX_K:
+        return _walk_launcher(case, inputs)
+    return _band_launcher(case, inputs, presorted=k >= RUNS_MIN_K and slots <= RUNS_MAX_SLOTS)
 
 
-def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    base, packed = inputs["base"], inputs["packed"]
+def _band_launcher(case: Case, inputs: dict[str, torch.Tensor], presorted: bool) -> Launcher:
+    base, packed, origins, levels = (inputs[n] for n in ("base", "packed", "origins", "levels"))
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     per_row = w // t
+    slots = (h // t) * per_row
     tp, rb, ntb = band_shape(t, per_row, BAND_COLUMN_BUDGET, BAND_PIXEL_BUDGET)
     programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
-    constexprs = {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": triton.next_power_of_2(k)}
+    kc = triton.next_power_of_2(k)
+    constexprs = {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc, "PRESORTED": presorted}
+    # per-slot runs, written by the prepass on every call (allocated once, here)
+    run_k = torch.empty((b, k) if presorted else (1,), dtype=torch.int32, device=base.device)
+    run_bounds = torch.empty((2, b, slots) if presorted else (2, 1), dtype=torch.int32,
+                             device=base.device)
+    data = (base, packed, origins, levels, run_k, run_bounds[0], run_bounds[1])
+    prepass = None
+    if presorted:
+        runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 256 else 8}
+        bucket = shape_bucket(b, c, h, w, t, k)
+
+        def prepass() -> None:
+            TRACKER.launch(f"tileunpack-{case.name}", _slot_runs_kernel, (b,), bucket,
+                           origins, levels, run_k, run_bounds[0], run_bounds[1], k, per_row, slots,
+                           T=t, heuristic_config=runs_config, **runs_config)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
+    order = ("runs of every image's tiles sorted once by (slot, level, k) in a prepass "
+             "(_slot_runs_kernel, one program per image)" if presorted
+             else "the band's tiles sorted once per program by (slot, level, k)")
     metadata = {
         "decomposition": "axis0 = (b, tile row, row chunk, block of NTB tile slots), axis1 = CB "
-                         "channel blocks; the band's tiles sorted once by (slot, level, k)",
+                         f"channel blocks; {order}",
         "programs_axis0": programs_axis0,
         **constexprs,
         "autotuned": ["BLOCK_C", "CB", "num_warps"],
     }
+    if presorted:
+        metadata["prepass"] = "_slot_runs_kernel"
     return _launcher(case, inputs, (_unpack_override_band_kernel, _unpack_blend_band_kernel),
-                     grid, (c, h, w, k), constexprs, metadata)
+                     data, grid, (c, h, w, k), constexprs, metadata, prepass)
 
 
 def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
@@ -359,17 +455,23 @@ def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
         "ONE_CHUNK": kc >= k,
         "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
     }
+    data = tuple(inputs[n] for n in ("base", "packed", "origins", "levels"))
     return _launcher(case, inputs, (_unpack_override_kernel, _unpack_blend_kernel),
-                     grid, (c, w, hw, k), constexprs, metadata)
+                     data, grid, (c, w, hw, k), constexprs, metadata)
 
 
-def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any], grid: Any,
-              sizes: tuple[int, ...], constexprs: dict[str, Any], metadata: dict[str, Any]) -> Launcher:
-    """Allocate ``out`` once and bind the case's kernel (override or blend) to its arguments."""
+def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],
+              data: tuple[torch.Tensor, ...], grid: Any, sizes: tuple[int, ...],
+              constexprs: dict[str, Any], metadata: dict[str, Any],
+              prepass: Callable[[], None] | None = None) -> Launcher:
+    """Allocate ``out`` once and bind the case's kernel (override or blend) to its arguments.
+
+    ``data`` are the kernel's tensor arguments before alpha/out; ``prepass``, if given,
+    is launched before the kernel on every call (same stream, so no synchronisation).
+    """
     mode = CASE_MODES[case.name]
     out = torch.empty_like(inputs["base"])
     outputs = {"out": out}
-    data = (inputs["base"], inputs["packed"], inputs["origins"], inputs["levels"])
     if mode == "override":
         kernel, args = kernels[0], (*data, out, *sizes)
     else:
@@ -379,6 +481,8 @@ def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, A
     bucket = shape_bucket(b, c, h, w, packed.shape[-1], packed.shape[1])
 
     def launch() -> dict[str, torch.Tensor]:
+        if prepass is not None:
+            prepass()
         TRACKER.launch(f"tileunpack-{case.name}", kernel, grid, bucket, *args, **constexprs)
         return outputs
 

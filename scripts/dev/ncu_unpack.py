@@ -2,7 +2,7 @@
 
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     ncu --profile-from-start off --section SpeedOfLight --section Occupancy \\
-        python scripts/dev/ncu_unpack.py override-band|blend-band|override-walk
+        python scripts/dev/ncu_unpack.py {override,blend}-{walk,sort,runs}
 """
 
 import sys
@@ -17,8 +17,11 @@ workload = TileUnpack()
 params = workload.make_params("large")
 case = next(c for c in workload.cases(params) if c.name == which.split("-")[0])
 inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
-# override takes the band kernel only up to a small K; force the kernel asked for
-tileunpack.OVERRIDE_BAND_MAX_K = 0 if which == "override-walk" else tileunpack.ALIGNED_MAX_K
+# force the path asked for: the walk, the band kernel sorting its own tiles, or presorted runs
+path = which.split("-")[1]
+if path == "walk":
+    tileunpack.ALIGNED_MAX_K = 0
+tileunpack.RUNS_MIN_K = 0 if path == "runs" else 2**30
 launch, outputs, meta = tileunpack.make_launcher(case, inputs)
 for _ in range(2):  # the first call autotunes
     launch()

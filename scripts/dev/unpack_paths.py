@@ -1,0 +1,58 @@
+"""Time tileunpack's kernel paths against each other on one case (exploration, not the perf notes).
+
+Each path (walk, band with its own sort, band over presorted runs) is checked against
+the reference first, then timed with ``triton.testing.do_bench`` (L2 flushed between
+calls). The perf notes' numbers come from ``apex-bench`` itself.
+
+Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
+    python scripts/dev/unpack_paths.py --profile large --cases override,blend [--set kmax=256]
+"""
+
+import argparse
+import json
+
+import torch
+import triton.testing
+
+from apex_core.correctness import compare_outputs, upcast_inputs
+from apex_core.workloads.tileunpack import TileUnpack
+from apex_kernels import tileunpack
+
+PATHS = {  # module constants that force each path
+    "walk": {"ALIGNED_MAX_K": 0},
+    "band-sort": {"RUNS_MIN_K": 2**30},
+    "band-runs": {"RUNS_MIN_K": 0},
+}
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--profile", default="large")
+parser.add_argument("--cases", default="override,blend")
+parser.add_argument("--set", action="append", default=[], help="KEY=INT parameter override")
+parser.add_argument("--device", default="cuda", help="cpu: check only (TRITON_INTERPRET=1)")
+parser.add_argument("--bandwidth", type=float, help="copy GB/s of this card, for the fraction")
+args = parser.parse_args()
+overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
+workload = TileUnpack()
+params = workload.make_params(args.profile, overrides)
+defaults = {name: getattr(tileunpack, name) for name in ("ALIGNED_MAX_K", "RUNS_MIN_K")}
+for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
+    inputs = workload.make_inputs(case, args.device, torch.float16, 0)
+    reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
+    minimal = workload.work(case).bytes_moved
+    for path, constants in PATHS.items():
+        for name, value in {**defaults, **constants}.items():
+            setattr(tileunpack, name, value)
+        launch, outputs, meta = tileunpack.make_launcher(case, inputs)
+        for out in outputs.values():
+            out.fill_(float("nan"))
+        got = launch()
+        accuracy = compare_outputs(got, reference, workload.tolerance("fp16"), path)
+        if args.device == "cpu":
+            print(json.dumps({"case": case.name, "path": path, "ok": accuracy.passed}))
+            continue
+        us = triton.testing.do_bench(launch, warmup=50, rep=300, return_mode="median") * 1e3
+        row = {"case": case.name, "params": overrides, "path": path, "kernel": meta["kernel"],
+               "ok": accuracy.passed, "us": round(us, 2), "gbps": round(minimal / us / 1e3, 1)}
+        if args.bandwidth:
+            row["fraction"] = round(minimal / us / 1e3 / args.bandwidth, 3)
+        print(json.dumps(row), flush=True)
