@@ -29,6 +29,8 @@ parser.add_argument("--profile", default="large")
 parser.add_argument("--cases", default="override,blend")
 parser.add_argument("--set", action="append", default=[], help="KEY=INT parameter override")
 parser.add_argument("--device", default="cuda", help="cpu: check only (TRITON_INTERPRET=1)")
+parser.add_argument("--graph", action="store_true",
+                    help="time CUDA-graph replays (no host launch cost, warm L2)")
 parser.add_argument("--bandwidth", type=float, help="copy GB/s of this card, for the fraction")
 args = parser.parse_args()
 overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
@@ -50,8 +52,12 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
         if args.device == "cpu":
             print(json.dumps({"case": case.name, "path": path, "ok": accuracy.passed}))
             continue
-        us = triton.testing.do_bench(launch, warmup=50, rep=300, return_mode="median") * 1e3
-        row = {"case": case.name, "params": overrides, "path": path, "kernel": meta["kernel"],
+        if args.graph:
+            us = triton.testing.do_bench_cudagraph(launch, rep=300, return_mode="median") * 1e3
+        else:
+            us = triton.testing.do_bench(launch, warmup=50, rep=300, return_mode="median") * 1e3
+        row = {"case": case.name, "params": overrides, "path": path, "graph": args.graph,
+               "kernel": meta["kernel"],
                "ok": accuracy.passed, "us": round(us, 2), "gbps": round(minimal / us / 1e3, 1)}
         if args.bandwidth:
             row["fraction"] = round(minimal / us / 1e3 / args.bandwidth, 3)
