@@ -121,20 +121,33 @@ def test_tileunpack_walks_many_tiles_in_chunks(case_name: str, monkeypatch: pyte
 def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
     metadata = check_repeated(TileUnpack(), case_name, "fp16", tileunpack, SHAPES["c6-t8-wide"])
     assert metadata["kernel"] == f"_unpack_{case_name}_band_kernel"
+    assert (metadata["PRESORTED"], "prepass" in metadata) == (False, False)  # K = 5 < RUNS_MIN_K
     overlap = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, SHAPES["c6-t8-wide"], calls=1)
     assert overlap["kernel"] == "_unpack_override_kernel"
 
 
 @pytest.mark.parametrize("case_name", ["override", "blend"])
+@pytest.mark.parametrize("shape", ["smoke", "k1-b2-c3-t2", "c6-t8-wide", "c5-t3-tall"])
+def test_tileunpack_presorted_runs(case_name: str, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the prepass sorts each image's tiles into per-slot runs (zeroing the slot table
+    # first, so runs of the previous call's inputs never leak into the next)
+    monkeypatch.setattr(tileunpack, "RUNS_MIN_K", 1)
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, SHAPES[shape])
+    assert (metadata["PRESORTED"], metadata["prepass"]) == (True, "_slot_runs_kernel")
+
+
+@pytest.mark.parametrize("case_name", ["override", "blend"])
 @pytest.mark.parametrize("mutate", [None, aligned_tied_duplicates], ids=["random", "stacked"])
-def test_tileunpack_band_kernel_small_bands(case_name: str, mutate: Mutate | None,
+@pytest.mark.parametrize("presorted", [False, True], ids=["own-sort", "presorted"])
+def test_tileunpack_band_kernel_small_bands(case_name: str, mutate: Mutate | None, presorted: bool,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # one tile slot per program and one pixel row per row chunk: many bands, each with
     # its own slice of the sorted tiles; stacked: every tile on one slot, K levels deep
     monkeypatch.setattr(tileunpack, "BAND_COLUMN_BUDGET", 4)
     monkeypatch.setattr(tileunpack, "BAND_PIXEL_BUDGET", 4)
+    monkeypatch.setattr(tileunpack, "RUNS_MIN_K", 1 if presorted else 2**30)
     metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
-    assert (metadata["NTB"], metadata["RB"]) == (1, 1)
+    assert (metadata["NTB"], metadata["RB"], metadata["PRESORTED"]) == (1, 1, presorted)
 
 
 def test_tileunpack_blend_with_alpha_at_the_bounds() -> None:
