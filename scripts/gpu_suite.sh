@@ -5,10 +5,11 @@
 # returns what finished.
 #   bash scripts/gpu_suite.sh fixed OUT   fp16, fixed profile, events then --graph (~8 min)
 #   bash scripts/gpu_suite.sh large OUT   fp16, large profile, the bandwidth-bound workloads
-#   bash scripts/gpu_suite.sh large-ff OUT  fp16, large profile, ff-infer
-#   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed and large
+#   bash scripts/gpu_suite.sh large-fused OUT  fp16, large profile, tile-stage1 and ff-infer
+#   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
+#   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-ff|check OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -30,17 +31,23 @@ case $part in
     step fixed 330 --backends $all
     step fixed-graph 180 --backends $all --graph ;;
   large)
-    step large 330 --profile large --backends $all --workloads tilepack,tileunpack:override,fusiongate,tile-stage1
+    # on a fresh machine the three backends' builds take most of this step's time
+    step large 300 --profile large --backends $all --workloads tilepack,tileunpack:override,fusiongate
     # torch-compile unrolls blend's K = 1024 sequential steps: minutes of compile, left out
     step large-blend 100 --profile large --backends torch-reference,triton --workloads tileunpack:blend
     # t = 16: a tile row of fp16 fills a 32-byte sector, unlike t = 8 (see docs/perf.md)
     step large-t16 120 --profile large --set tile_size=16 --backends torch-compile,triton \
         --workloads tilepack ;;
-  large-ff)
+  large-fused)
+    step large-stage1 180 --profile large --backends $all --workloads tile-stage1
     step large-ff 300 --profile large --backends $all --workloads ff-infer ;;
   check)
-    step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2
-    step check-large 250 --profile large --backends triton --dtype bf16,fp32 \
+    step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
+  check-large)
+    # cells at this size take 15-75 s each (drawing the inputs dominates)
+    step check-large-bf16 280 --profile large --backends triton --dtype bf16 \
+        --min-time 0.02 --max-time 0.2
+    step check-large-fp32 280 --profile large --backends triton --dtype fp32 \
         --min-time 0.02 --max-time 0.2 ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
