@@ -6,10 +6,11 @@
 #   bash scripts/gpu_suite.sh fixed OUT   fp16, fixed profile, events then --graph (~8 min)
 #   bash scripts/gpu_suite.sh large OUT   fp16, large profile, the bandwidth-bound workloads
 #   bash scripts/gpu_suite.sh large-fused OUT  fp16, large profile, tile-stage1 and ff-infer
+#   bash scripts/gpu_suite.sh large-scan OUT  fp16, large profile, tilessm-scan and tileunpack:overlap
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -41,6 +42,9 @@ case $part in
   large-fused)
     step large-stage1 180 --profile large --backends $all --workloads tile-stage1
     step large-ff 300 --profile large --backends $all --workloads ff-infer ;;
+  large-scan)
+    step large-scan 240 --profile large --backends $all --workloads tilessm-scan
+    step large-overlap 240 --profile large --backends $all --workloads tileunpack:overlap ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)
