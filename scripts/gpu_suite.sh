@@ -43,8 +43,12 @@ case $part in
     step large-stage1 180 --profile large --backends $all --workloads tile-stage1
     step large-ff 300 --profile large --backends $all --workloads ff-infer ;;
   large-scan)
-    step large-scan 240 --profile large --backends $all --workloads tilessm-scan
-    step large-overlap 240 --profile large --backends $all --workloads tileunpack:overlap ;;
+    # the large profile keeps the scan's 256 steps (torch.compile unrolls the reference
+    # loop), 1 MB of tokens; the second step fills the GPU without torch-compile
+    step large-scan 180 --profile large --backends $all --workloads tilessm-scan
+    step large-scan-big 180 --profile large --set steps=4096 --set channels=2048 \
+        --backends torch-reference,triton --workloads tilessm-scan
+    step large-overlap 180 --profile large --backends $all --workloads tileunpack:overlap ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)
