@@ -382,21 +382,20 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     base, packed = inputs["base"], inputs["packed"]
     check_data_tensors("tileunpack", {"base": base, "packed": packed, "origins": inputs["origins"],
                                       "levels": inputs["levels"]})
-    k, t = packed.shape[1], packed.shape[-1]
-    slots = (base.shape[2] // t) * (base.shape[3] // t)
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
-    if case.name == "overlap" or k > ALIGNED_MAX_K:
+    if case.name == "overlap" or packed.shape[1] > ALIGNED_MAX_K:
         return _walk_launcher(case, inputs)
-    return _band_launcher(case, inputs, presorted=k >= RUNS_MIN_K and slots <= RUNS_MAX_SLOTS)
+    return _band_launcher(case, inputs)
 
 
-def _band_launcher(case: Case, inputs: dict[str, torch.Tensor], presorted: bool) -> Launcher:
+def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     base, packed, origins, levels = (inputs[n] for n in ("base", "packed", "origins", "levels"))
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     per_row = w // t
     slots = (h // t) * per_row
+    presorted = k >= RUNS_MIN_K and slots <= RUNS_MAX_SLOTS
     tp, rb, ntb = band_shape(t, per_row, BAND_COLUMN_BUDGET, BAND_PIXEL_BUDGET)
     programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
     kc = triton.next_power_of_2(k)
