@@ -15,6 +15,22 @@ back with ``tl.flip`` before the merge and the single store of y. When K spans
 several chunks, a first sweep stores the forward carry at each chunk start into a
 small ``[B, chunks, C]`` scratch; the second, backward sweep rescans each chunk
 forward from its stored carry, so tokens are read twice but y is never re-read.
+
+That walk keeps one program per (batch row, channel block), which cannot fill a GPU
+once K is long: the chunks run in series, and narrow channel blocks read 8-32 bytes
+per step row. Above ``MAX_BLOCK_K`` steps the launcher splits K into segments of
+``SEGMENT_STEPS`` instead, one program each, in three launches:
+
+1. ``_segment_totals_kernel``: each segment's end state from a zero start (forward,
+   and for backward the state after its first step scanning in reverse);
+2. ``_segment_carries_kernel``: per (row, channel block), a scan over the segments'
+   affine maps ``s -> d**len * s + total`` gives every segment's starting state (and the
+   final states);
+3. ``_segment_apply_kernel``: each segment rescans its tokens from its starting state(s)
+   and stores y once.
+
+Tokens are read twice and y written once, but every read is a full-width tile read by
+thousands of programs at once.
 """
 
 from __future__ import annotations
@@ -27,7 +43,7 @@ import triton.language as tl
 
 from apex_core.results import Case
 from apex_core.workloads.tilessm_scan import DECAY_MAX, DECAY_MIN
-from apex_kernels.tuning import TRACKER, autotune_configs, pin_config
+from apex_kernels.tuning import TRACKER, autotune_configs, config_dict, pin_config
 
 SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 DIRECTION_CODES = {"forward": 0, "backward": 1, "bidirectional": 2}
@@ -36,6 +52,11 @@ MERGE_CODES = {"sum": 0, "avg": 1, "gated": 2}
 # whole sequence, so the bidirectional path needs no scratch and reads tokens once.
 MAX_BLOCK_K = 256
 MIN_BLOCK_K = 16  # tiny K still gets a tile the compiler lays out across a warp
+# Segment length of the split path (K > MAX_BLOCK_K); one tile of this many steps each.
+SEGMENT_STEPS = 64
+# Segments folded per step of the carries kernel's walk
+FOLD_BLOCK = 256
+FOLD_BLOCK_C = 32
 _INT32_LIMIT = 2**31
 _GRID_LIMIT = 65535
 _FP32_MAX = 3.4028234663852886e38  # CLAMP travels as a float32 kernel argument
@@ -61,6 +82,16 @@ CONFIGS = [
     _config(16, 4),
     _config(16, 8),
     _config(32, 8),
+]
+# The split path has B * segments programs per channel block, so it can afford channel
+# blocks wide enough for full 32-byte sectors (16 fp16 channels) and beyond.
+SPLIT_CONFIGS = [
+    _config(64, 4),
+    _config(16, 2),
+    _config(32, 2),
+    _config(32, 4),
+    _config(64, 8),
+    _config(128, 8),
 ]
 
 
@@ -116,6 +147,20 @@ def _one_direction(tok_ptr, y_ptr, state_ptr, offs_c, mask_c, d, gain, sbias, og
 
 
 @triton.jit
+def _merge(s_f, s_r, ogain, gate, MERGE: tl.constexpr):
+    """y of a bidirectional tile from its forward states and its row-reversed backward states."""
+    y_f = ogain[None, :] * s_f
+    y_b = ogain[None, :] * tl.flip(s_r, 0)  # row i of s_r is step start + BLOCK_K - 1 - i
+    if MERGE == 0:
+        y = y_f + y_b
+    elif MERGE == 1:
+        y = (y_f + y_b) * 0.5
+    else:
+        y = gate[None, :] * y_f + (1.0 - gate)[None, :] * y_b
+    return y
+
+
+@triton.jit
 def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d, gain, sbias,
                    ogain, gate, init, K, C, CLAMP, MERGE: tl.constexpr, BLOCK_K: tl.constexpr):
     """Both directions of one row of channels, merged before the single store of y."""
@@ -146,17 +191,26 @@ def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d,
         s_r = _scan_tile(tok_ptr, times_r, times_r < K, offs_c, mask_c, d, gain, sbias,
                          carry_b, C, CLAMP)
         carry_b = _last_row(s_r, BLOCK_K)
-        y_f = ogain[None, :] * s_f
-        y_b = ogain[None, :] * tl.flip(s_r, 0)  # row i of s_r is step start + BLOCK_K - 1 - i
-        if MERGE == 0:
-            y = y_f + y_b
-        elif MERGE == 1:
-            y = (y_f + y_b) * 0.5
-        else:
-            y = gate[None, :] * y_f + (1.0 - gate)[None, :] * y_b
+        y = _merge(s_f, s_r, ogain, gate, MERGE)
         tl.store(y_ptr + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=valid[:, None] & mask_c[None, :])
     tl.store(sb_ptr + offs_c, carry_b, mask=mask_c)
+
+
+@triton.jit
+def _decay(decay_ptr, offs_c, mask_c, D_MIN, D_MAX):
+    # float32, the state's precision, clamped as the reference clamps it
+    d = tl.load(decay_ptr + offs_c, mask=mask_c, other=0.5).to(tl.float32)
+    return tl.minimum(tl.maximum(d, D_MIN), D_MAX)
+
+
+@triton.jit
+def _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN, D_MAX):
+    """Per-channel decay, input gain and state bias, in float32."""
+    d = _decay(decay_ptr, offs_c, mask_c, D_MIN, D_MAX)
+    gain = tl.load(gain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    sbias = tl.load(sbias_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    return d, gain, sbias
 
 
 @triton.autotune(configs=autotune_configs(CONFIGS),
@@ -171,11 +225,8 @@ def _ssm_scan_kernel(
     pid_b = tl.program_id(0).to(tl.int64)  # B * K * C may pass 2**31
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_c = offs_c < C
-    # per-channel parameters in float32, the state's precision; decay clamped as the reference
-    d = tl.load(decay_ptr + offs_c, mask=mask_c, other=0.5).to(tl.float32)
-    d = tl.minimum(tl.maximum(d, D_MIN), D_MAX)
-    gain = tl.load(gain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
-    sbias = tl.load(sbias_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
+                                     D_MAX)
     ogain = tl.load(ogain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
     init = tl.load(init_ptr + pid_b * C + offs_c, mask=mask_c, other=0.0).to(tl.float32)
     tok = tok_ptr + pid_b * K * C
@@ -188,6 +239,157 @@ def _ssm_scan_kernel(
     else:
         _one_direction(tok, y, sf_ptr + pid_b * C, offs_c, mask_c, d, gain, sbias, ogain, init,
                        K, C, CLAMP, DIRECTION == 1, BLOCK_K)
+
+
+@triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
+                 key=["K", "C", "DIRECTION", "BLOCK_K"])
+@triton.jit
+def _segment_totals_kernel(
+    tok_ptr, decay_ptr, gain_ptr, sbias_ptr, tot_ptr, K, C, N_SEG, DIR_STRIDE, CLAMP,
+    D_MIN, D_MAX, DIRECTION: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """End state of each segment scanned from zero: ``tot[dir, b, seg, c]``."""
+    pid = tl.program_id(0)
+    pid_b = (pid // N_SEG).to(tl.int64)
+    seg = pid % N_SEG
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
+                                     D_MAX)
+    tok = tok_ptr + pid_b * K * C
+    out = tot_ptr + (pid_b * N_SEG + seg) * C + offs_c
+    zero = tl.zeros([BLOCK_C], dtype=tl.float32)
+    rows = tl.arange(0, BLOCK_K)
+    if DIRECTION != 1:
+        times = seg * BLOCK_K + rows
+        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, zero, C, CLAMP)
+        tl.store(out, _last_row(s, BLOCK_K), mask=mask_c)
+    if DIRECTION != 0:
+        times = seg * BLOCK_K + (BLOCK_K - 1 - rows)
+        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, zero, C, CLAMP)
+        tl.store(out + (DIR_STRIDE if DIRECTION == 2 else 0), _last_row(s, BLOCK_K),
+                 mask=mask_c)
+
+
+@triton.jit
+def _power(d, n, LOG2_BK: tl.constexpr):
+    """``d ** n`` for 0 <= n <= 2**LOG2_BK, by binary exponentiation."""
+    acc = tl.full(d.shape, 1.0, tl.float32)
+    p = d
+    for i in tl.static_range(LOG2_BK + 1):
+        acc = tl.where(((n >> i) & 1) == 1, acc * p, acc)
+        p = p * p
+    return acc
+
+
+@triton.jit
+def _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry):
+    """States after each of the tile's segments (row i is segment ``segs[i]``), from ``carry``."""
+    mask = valid[:, None] & mask_c[None, :]
+    total = tl.load(tot + segs[:, None] * C + offs_c[None, :], mask=mask, other=0.0)
+    a = tl.where((segs == N_SEG - 1)[:, None], a_last[None, :], a_full[None, :])
+    a = tl.where(mask, a, 1.0)
+    b = tl.where(mask, total, 0.0)
+    a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine)
+    return b_cum + a_cum * carry[None, :]
+
+
+@triton.jit
+def _segment_carries_kernel(
+    tot_ptr, decay_ptr, init_ptr, carry_ptr, sf_ptr, sb_ptr, K, C, N_SEG, DIR_STRIDE,
+    CARRY_STRIDE, D_MIN, D_MAX, DIRECTION: tl.constexpr, BLOCK_K: tl.constexpr,
+    LOG2_BK: tl.constexpr, FOLD_K: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Starting state of every segment, ``carry[dir, b, 0..N_SEG, c]``, and the final states.
+
+    Forward: entry ``i`` is the state before segment ``i`` (entry 0 the initial state,
+    entry N_SEG the final one). Backward: entry ``i`` is the state after scanning
+    segments ``N_SEG-1 .. i`` in reverse (entry N_SEG the initial state, entry 0 final).
+    """
+    pid_b = tl.program_id(0).to(tl.int64)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    d = _decay(decay_ptr, offs_c, mask_c, D_MIN, D_MAX)
+    init = tl.load(init_ptr + pid_b * C + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    # a segment maps s -> d**len * s + total; only the last segment can be short
+    a_full = _power(d, BLOCK_K, LOG2_BK)
+    a_last = _power(d, K - (N_SEG - 1) * BLOCK_K, LOG2_BK)
+    tot = tot_ptr + pid_b * N_SEG * C
+    car = carry_ptr + pid_b * (N_SEG + 1) * C
+    rows = tl.arange(0, FOLD_K)
+    n_tiles = tl.cdiv(N_SEG, FOLD_K)
+    if DIRECTION != 1:
+        carry = init
+        tl.store(car + offs_c, init, mask=mask_c)
+        for j in range(0, n_tiles):
+            segs = j * FOLD_K + rows
+            valid = segs < N_SEG
+            s = _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry)
+            tl.store(car + (segs[:, None] + 1) * C + offs_c[None, :], s,
+                     mask=valid[:, None] & mask_c[None, :])
+            carry = _last_row(s, FOLD_K)
+        tl.store(sf_ptr + pid_b * C + offs_c, carry, mask=mask_c)
+    if DIRECTION != 0:
+        # the backward walk reads rows reversed, as _one_direction does
+        if DIRECTION == 2:
+            tot += DIR_STRIDE
+            car += CARRY_STRIDE
+        carry = init
+        tl.store(car + N_SEG * C + offs_c, init, mask=mask_c)
+        for jj in range(0, n_tiles):
+            segs = (n_tiles - 1 - jj) * FOLD_K + (FOLD_K - 1 - rows)
+            valid = segs < N_SEG
+            s = _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry)
+            tl.store(car + segs[:, None] * C + offs_c[None, :], s,
+                     mask=valid[:, None] & mask_c[None, :])
+            carry = _last_row(s, FOLD_K)
+        tl.store(sb_ptr + pid_b * C + offs_c, carry, mask=mask_c)
+
+
+@triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
+                 key=["K", "C", "DIRECTION", "MERGE", "BLOCK_K"])
+@triton.jit
+def _segment_apply_kernel(
+    tok_ptr, decay_ptr, gain_ptr, ogain_ptr, sbias_ptr, gate_ptr, carry_ptr, y_ptr,
+    K, C, N_SEG, CARRY_STRIDE, CLAMP, D_MIN, D_MAX, DIRECTION: tl.constexpr,
+    MERGE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """y of one segment, rescanned from its starting state(s)."""
+    pid = tl.program_id(0)
+    pid_b = (pid // N_SEG).to(tl.int64)
+    seg = pid % N_SEG
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
+                                     D_MAX)
+    ogain = tl.load(ogain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    tok = tok_ptr + pid_b * K * C
+    y_row = y_ptr + pid_b * K * C
+    car = carry_ptr + pid_b * (N_SEG + 1) * C
+    rows = tl.arange(0, BLOCK_K)
+    times = seg * BLOCK_K + rows
+    times_r = seg * BLOCK_K + (BLOCK_K - 1 - rows)
+    if DIRECTION == 0:
+        start = tl.load(car + seg * C + offs_c, mask=mask_c, other=0.0)
+        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, start, C, CLAMP)
+        y = ogain[None, :] * s
+    elif DIRECTION == 1:
+        start = tl.load(car + (seg + 1) * C + offs_c, mask=mask_c, other=0.0)
+        s = _scan_tile(tok, times_r, times_r < K, offs_c, mask_c, d, gain, sbias, start, C,
+                       CLAMP)
+        y = ogain[None, :] * s
+        times = times_r  # row i of y is step times_r[i]
+    else:
+        gate = tl.load(gate_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        start_f = tl.load(car + seg * C + offs_c, mask=mask_c, other=0.0)
+        start_b = tl.load(car + CARRY_STRIDE + (seg + 1) * C + offs_c, mask=mask_c, other=0.0)
+        s_f = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, start_f, C,
+                         CLAMP)
+        s_r = _scan_tile(tok, times_r, times_r < K, offs_c, mask_c, d, gain, sbias, start_b, C,
+                         CLAMP)
+        y = _merge(s_f, s_r, ogain, gate, MERGE)
+    tl.store(y_row + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=(times < K)[:, None] & mask_c[None, :])
 
 
 def block_k_for(steps: int) -> int:
@@ -231,15 +433,28 @@ def _check_inputs(inputs: dict[str, torch.Tensor]) -> tuple[int, int, int]:
     return b, k, c
 
 
+def segment_steps_for(steps: int) -> int:
+    """Segment length of the split path for K = ``steps``, or 0 for the one-program walk."""
+    return SEGMENT_STEPS if steps > MAX_BLOCK_K else 0
+
+
 def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
-                  config: triton.Config | None = None) -> tuple[Any, dict, dict]:
+                  config: triton.Config | None = None,
+                  segment_steps: int | None = None) -> tuple[Any, dict, dict]:
     """Return ``(fn, outputs, metadata)``; ``fn()`` scans the current ``inputs`` into ``outputs``.
 
-    ``config`` pins one of ``CONFIGS`` instead of autotuning (tests use it to run each).
+    ``config`` pins one configuration (of ``CONFIGS``, or of ``SPLIT_CONFIGS`` on the
+    split path) instead of autotuning; tests use it to run each. ``segment_steps``
+    overrides the path: 0 walks K in one program per channel block, a power of two
+    splits K into segments of that many steps; None chooses by K.
     """
     b, k, c = _check_inputs(inputs)
     if case.params.clamp > _FP32_MAX:
         raise ValueError(f"clamp {case.params.clamp} does not fit in float32")
+    if segment_steps is None:
+        segment_steps = segment_steps_for(k)
+    if segment_steps < 0 or segment_steps & (segment_steps - 1):
+        raise ValueError(f"segment_steps must be 0 or a power of two, not {segment_steps}")
     direction = DIRECTION_CODES[case.name]
     merge = MERGE_CODES[case.params.merge]
     tokens = inputs["tokens"]
@@ -249,26 +464,35 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
     state_dtype = torch.promote_types(tokens.dtype, torch.float32)
     state_f = torch.empty((b, c), dtype=state_dtype, device=dev)
     state_b = torch.empty((b, c), dtype=state_dtype, device=dev) if direction == 2 else state_f
+    if direction == 2:
+        outputs = {"y": y, "state_fwd": state_f, "state_bwd": state_b}
+    else:
+        outputs = {"y": y, "state": state_f}
+    params = (inputs["decay"], inputs["input_gain"], inputs["output_gain"],
+              inputs["state_bias"], inputs["gate"])
+    bucket = f"B{b}_K{k}_C{c}_{case.name}_{case.params.merge}_{str(tokens.dtype).removeprefix('torch.')}"
+    common = {"direction": case.name, "merge": case.params.merge,
+              "pinned": config_dict(config) if config is not None else {}}
+    if segment_steps:
+        fn, metadata = _split_launcher(b, k, c, segment_steps, direction, merge, tokens, params,
+                                       inputs["init_state"], outputs, state_b,
+                                       float(case.params.clamp), bucket, config)
+        return fn, outputs, {**metadata, **common}
+
     block_k = block_k_for(k)
     n_chunks = triton.cdiv(k, block_k)
     # forward carries at chunk starts, used by the bidirectional multi-chunk path only
     scratch = (b * n_chunks * c) if direction == 2 and n_chunks > 1 else 1
     carries = torch.empty(scratch, dtype=torch.float32, device=dev)
-    if direction == 2:
-        outputs = {"y": y, "state_fwd": state_f, "state_bwd": state_b}
-    else:
-        outputs = {"y": y, "state": state_f}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # one program per (batch row, channel block) for whichever BLOCK_C is picked
         return (b, triton.cdiv(c, meta["BLOCK_C"]))
 
-    args = (tokens, inputs["decay"], inputs["input_gain"], inputs["output_gain"],
-            inputs["state_bias"], inputs["gate"], inputs["init_state"], y, state_f, state_b,
+    decay, gain, ogain, sbias, gate = params
+    args = (tokens, decay, gain, ogain, sbias, gate, inputs["init_state"], y, state_f, state_b,
             carries, k, c, n_chunks, float(case.params.clamp), DECAY_MIN, DECAY_MAX)
     meta = {"DIRECTION": direction, "MERGE": merge, "BLOCK_K": block_k}
-    bucket = f"B{b}_K{k}_C{c}_{case.name}_{case.params.merge}_{str(tokens.dtype).removeprefix('torch.')}"
-
     kernel, pinned = pin_config(_ssm_scan_kernel, config)
 
     def fn() -> dict[str, torch.Tensor]:
@@ -277,6 +501,55 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
         return outputs
 
     metadata = {"kernel": "tilessm_chunked_associative_scan", "block_k": block_k,
-                "chunks": n_chunks, "direction": case.name, "merge": case.params.merge,
-                "configs": 1 if pinned else len(autotune_configs(CONFIGS)), "pinned": pinned}
-    return fn, outputs, metadata
+                "chunks": n_chunks, "configs": 1 if pinned else len(autotune_configs(CONFIGS))}
+    return fn, outputs, {**metadata, **common}
+
+
+def _split_launcher(b: int, k: int, c: int, seg_steps: int, direction: int, merge: int,
+                    tokens: torch.Tensor, params: tuple[torch.Tensor, ...],
+                    init: torch.Tensor, outputs: dict[str, torch.Tensor],
+                    state_b: torch.Tensor, clamp: float, bucket: str,
+                    config: triton.Config | None) -> tuple[Any, dict]:
+    """The three launches of the split path (module docstring), over preallocated scratch."""
+    decay, gain, ogain, sbias, gate = params
+    y = outputs["y"]
+    state_f = outputs["state_fwd" if direction == 2 else "state"]
+    n_seg = triton.cdiv(k, seg_steps)
+    dirs = 2 if direction == 2 else 1
+    # scratch, float32: segment totals [dirs, B, n_seg, C], starting states [dirs, B, n_seg+1, C]
+    totals = torch.empty((dirs, b, n_seg, c), dtype=torch.float32, device=tokens.device)
+    carries = torch.empty((dirs, b, n_seg + 1, c), dtype=torch.float32, device=tokens.device)
+    fold_k = min(FOLD_BLOCK, max(MIN_BLOCK_K, triton.next_power_of_2(n_seg)))
+
+    def seg_grid(meta: dict[str, Any]) -> tuple[int, int]:
+        # one program per (batch row, segment) and channel block, whichever BLOCK_C is picked
+        return (b * n_seg, triton.cdiv(c, meta["BLOCK_C"]))
+
+    fold_grid = (b, triton.cdiv(c, FOLD_BLOCK_C))
+    totals_args = (tokens, decay, gain, sbias, totals, k, c, n_seg, b * n_seg * c, clamp,
+                   DECAY_MIN, DECAY_MAX)
+    carries_args = (totals, decay, init, carries, state_f, state_b, k, c, n_seg,
+                    b * n_seg * c, b * (n_seg + 1) * c, DECAY_MIN, DECAY_MAX)
+    apply_args = (tokens, decay, gain, ogain, sbias, gate, carries, y, k, c, n_seg,
+                  b * (n_seg + 1) * c, clamp, DECAY_MIN, DECAY_MAX)
+    meta = {"DIRECTION": direction, "BLOCK_K": seg_steps}
+    fold_meta = {**meta, "LOG2_BK": seg_steps.bit_length() - 1, "FOLD_K": fold_k,
+                 "BLOCK_C": FOLD_BLOCK_C}
+    totals_kernel, pinned = pin_config(_segment_totals_kernel, config)
+    apply_kernel, _ = pin_config(_segment_apply_kernel, config)
+    pinned_meta = {**meta, **pinned} if pinned else None
+
+    def fn() -> dict[str, torch.Tensor]:
+        TRACKER.launch("tilessm-scan", totals_kernel, seg_grid, bucket, *totals_args,
+                       heuristic_config=pinned_meta, **meta, **pinned)
+        TRACKER.launch("tilessm-scan", _segment_carries_kernel, fold_grid, bucket,
+                       *carries_args, **fold_meta)
+        TRACKER.launch("tilessm-scan", apply_kernel, seg_grid, bucket, *apply_args,
+                       heuristic_config={**pinned_meta, "MERGE": merge} if pinned else None,
+                       MERGE=merge, **meta, **pinned)
+        return outputs
+
+    metadata = {"kernel": "tilessm_segmented_associative_scan", "block_k": seg_steps,
+                "segments": n_seg,
+                "configs": 1 if pinned else len(autotune_configs(SPLIT_CONFIGS))}
+    return fn, metadata

@@ -7,10 +7,11 @@
 #   bash scripts/gpu_suite.sh large OUT   fp16, large profile, the bandwidth-bound workloads
 #   bash scripts/gpu_suite.sh large-fused OUT  fp16, large profile, tile-stage1 and ff-infer
 #   bash scripts/gpu_suite.sh large-scan OUT  fp16, large profile, tilessm-scan and tileunpack:overlap
+#   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -49,6 +50,17 @@ case $part in
     step large-scan-big 180 --profile large --set steps=4096 --set channels=2048 \
         --backends torch-reference,triton --workloads tilessm-scan
     step large-overlap 180 --profile large --backends $all --workloads tileunpack:overlap ;;
+  scan-split)
+    # the walk (0) against segment lengths, each checked first; then the big scan in apex-bench
+    for shape in "batch=8 channels=2048 steps=4096:0,32,64,128" \
+                 "batch=32 channels=4096 steps=512:0,64" "batch=1 channels=256 steps=16384:0,64"; do
+      sets=$(echo "${shape%%:*}" | sed 's/\([^ ]*\)/--set \1/g')
+      timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "${shape##*:}" \
+          --bandwidth "$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")" \
+          | tee -a "$work/scan-paths.jsonl"
+    done
+    step large-scan-big 200 --profile large --set steps=4096 --set channels=2048 \
+        --backends torch-reference,triton --workloads tilessm-scan ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)
