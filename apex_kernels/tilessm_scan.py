@@ -52,8 +52,11 @@ MERGE_CODES = {"sum": 0, "avg": 1, "gated": 2}
 # whole sequence, so the bidirectional path needs no scratch and reads tokens once.
 MAX_BLOCK_K = 256
 MIN_BLOCK_K = 16  # tiny K still gets a tile the compiler lays out across a warp
-# Segment length of the split path (K > MAX_BLOCK_K); one tile of this many steps each.
+# Segment length of the split path (K > MAX_BLOCK_K); one program each.
 SEGMENT_STEPS = 64
+# Steps a thread composes in registers before the scan across rows (the bidirectional
+# segment kernel spells out its four steps)
+SCAN_GROUP = 4
 # Segments folded per step of the carries kernel's walk
 FOLD_BLOCK = 256
 FOLD_BLOCK_C = 32
@@ -84,14 +87,17 @@ CONFIGS = [
     _config(32, 8),
 ]
 # The split path has B * segments programs per channel block, so it can afford channel
-# blocks wide enough for full 32-byte sectors (16 fp16 channels) and beyond.
+# blocks wide enough for full 32-byte sectors (16 fp16 channels) and beyond; its tiles
+# are SEGMENT_STEPS / SCAN_GROUP rows deep.
 SPLIT_CONFIGS = [
     _config(64, 4),
     _config(16, 2),
     _config(32, 2),
     _config(32, 4),
     _config(64, 8),
+    _config(128, 4),
     _config(128, 8),
+    _config(256, 8),
 ]
 
 
@@ -102,8 +108,8 @@ def _affine_combine(a1, b1, a2, b2):
 
 
 @triton.jit
-def _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, CLAMP):
-    """States of the tile whose row i is step ``times[i]``, continuing from ``carry``."""
+def _drive(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, C, CLAMP):
+    """The affine maps ``(a, b)`` of the tile whose row i is step ``times[i]``."""
     mask = valid[:, None] & mask_c[None, :]
     x = tl.load(tok_ptr + times[:, None] * C + offs_c[None, :], mask=mask, other=0.0)
     x = x.to(tl.float32)
@@ -111,9 +117,16 @@ def _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, 
     x = tl.where(x != x, 0.0, x)
     x = tl.minimum(tl.maximum(x, -CLAMP), CLAMP)
     drive = (1.0 - d)[None, :] * (gain[None, :] * x + sbias[None, :])
-    # padding rows are the identity map so they leave the scan undisturbed
+    # padding rows are the identity map so they leave any scan undisturbed
     a = tl.where(mask, d[None, :], 1.0)
     b = tl.where(mask, drive, 0.0)
+    return a, b
+
+
+@triton.jit
+def _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, CLAMP):
+    """States of the tile whose row i is step ``times[i]``, continuing from ``carry``."""
+    a, b = _drive(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, C, CLAMP)
     a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine)
     return b_cum + a_cum * carry[None, :]
 
@@ -147,10 +160,10 @@ def _one_direction(tok_ptr, y_ptr, state_ptr, offs_c, mask_c, d, gain, sbias, og
 
 
 @triton.jit
-def _merge(s_f, s_r, ogain, gate, MERGE: tl.constexpr):
-    """y of a bidirectional tile from its forward states and its row-reversed backward states."""
+def _merge(s_f, s_b, ogain, gate, MERGE: tl.constexpr):
+    """y of a bidirectional tile from the forward and backward states of the same steps."""
     y_f = ogain[None, :] * s_f
-    y_b = ogain[None, :] * tl.flip(s_r, 0)  # row i of s_r is step start + BLOCK_K - 1 - i
+    y_b = ogain[None, :] * s_b
     if MERGE == 0:
         y = y_f + y_b
     elif MERGE == 1:
@@ -191,7 +204,8 @@ def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d,
         s_r = _scan_tile(tok_ptr, times_r, times_r < K, offs_c, mask_c, d, gain, sbias,
                          carry_b, C, CLAMP)
         carry_b = _last_row(s_r, BLOCK_K)
-        y = _merge(s_f, s_r, ogain, gate, MERGE)
+        # row i of s_r is step start + BLOCK_K - 1 - i
+        y = _merge(s_f, tl.flip(s_r, 0), ogain, gate, MERGE)
         tl.store(y_ptr + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=valid[:, None] & mask_c[None, :])
     tl.store(sb_ptr + offs_c, carry_b, mask=mask_c)
@@ -241,12 +255,52 @@ def _ssm_scan_kernel(
                        K, C, CLAMP, DIRECTION == 1, BLOCK_K)
 
 
+@triton.jit
+def _steps(base, pos, SEG: tl.constexpr, REVERSE: tl.constexpr):
+    # position ``pos`` of a segment in scan order; reversed, position 0 is its last step
+    if REVERSE:
+        return base + (SEG - 1 - pos)
+    return base + pos
+
+
+@triton.jit
+def _group_maps(tok, base, groups, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                GROUP: tl.constexpr, SEG: tl.constexpr, REVERSE: tl.constexpr):
+    """Affine map of ``GROUP`` consecutive steps (in scan order) per row: group ``groups[m]``.
+
+    Each thread composes its rows' steps one after another in registers, so the scan
+    across rows that follows has GROUP times fewer elements. Groups outside the
+    segment are the identity.
+    """
+    inside = (groups >= 0) & (groups < SEG // GROUP)
+    a_grp = tl.full([groups.shape[0], offs_c.shape[0]], 1.0, tl.float32)
+    b_grp = tl.zeros([groups.shape[0], offs_c.shape[0]], dtype=tl.float32)
+    for i in tl.static_range(GROUP):
+        times = _steps(base, groups * GROUP + i, SEG, REVERSE)
+        a, b = _drive(tok, times, inside & (times < K), offs_c, mask_c, d, gain, sbias, C,
+                      CLAMP)
+        a_grp, b_grp = _affine_combine(a_grp, b_grp, a, b)
+    return a_grp, b_grp
+
+
+@triton.jit
+def _segment_total(tok, base, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                   GROUP: tl.constexpr, SEG: tl.constexpr, REVERSE: tl.constexpr):
+    """The state after scanning the segment (in scan order) from zero."""
+    rows = tl.arange(0, SEG // GROUP)
+    a, b = _group_maps(tok, base, rows, offs_c, mask_c, d, gain, sbias, K, C, CLAMP, GROUP,
+                       SEG, REVERSE)
+    _, b_cum = tl.associative_scan((a, b), 0, _affine_combine)
+    return _last_row(b_cum, SEG // GROUP)
+
+
 @triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
                  key=["K", "C", "DIRECTION", "BLOCK_K"])
 @triton.jit
 def _segment_totals_kernel(
     tok_ptr, decay_ptr, gain_ptr, sbias_ptr, tot_ptr, K, C, N_SEG, DIR_STRIDE, CLAMP,
-    D_MIN, D_MAX, DIRECTION: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+    D_MIN, D_MAX, DIRECTION: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     """End state of each segment scanned from zero: ``tot[dir, b, seg, c]``."""
     pid = tl.program_id(0)
@@ -257,18 +311,16 @@ def _segment_totals_kernel(
     d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
                                      D_MAX)
     tok = tok_ptr + pid_b * K * C
+    base = seg * BLOCK_K
     out = tot_ptr + (pid_b * N_SEG + seg) * C + offs_c
-    zero = tl.zeros([BLOCK_C], dtype=tl.float32)
-    rows = tl.arange(0, BLOCK_K)
     if DIRECTION != 1:
-        times = seg * BLOCK_K + rows
-        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, zero, C, CLAMP)
-        tl.store(out, _last_row(s, BLOCK_K), mask=mask_c)
+        total = _segment_total(tok, base, offs_c, mask_c, d, gain, sbias, K, C, CLAMP, GROUP,
+                               BLOCK_K, False)
+        tl.store(out, total, mask=mask_c)
     if DIRECTION != 0:
-        times = seg * BLOCK_K + (BLOCK_K - 1 - rows)
-        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, zero, C, CLAMP)
-        tl.store(out + (DIR_STRIDE if DIRECTION == 2 else 0), _last_row(s, BLOCK_K),
-                 mask=mask_c)
+        total = _segment_total(tok, base, offs_c, mask_c, d, gain, sbias, K, C, CLAMP, GROUP,
+                               BLOCK_K, True)
+        tl.store(out + (DIR_STRIDE if DIRECTION == 2 else 0), total, mask=mask_c)
 
 
 @triton.jit
@@ -346,13 +398,89 @@ def _segment_carries_kernel(
         tl.store(sb_ptr + pid_b * C + offs_c, carry, mask=mask_c)
 
 
+@triton.jit
+def _group_starts(tok, base, rows, start, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                  GROUP: tl.constexpr, SEG: tl.constexpr, REVERSE: tl.constexpr):
+    """The state before each row's group (in scan order), the segment starting at ``start``."""
+    # row m composes group m - 1, so the inclusive scan over rows is the exclusive one
+    a, b = _group_maps(tok, base, rows - 1, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                       GROUP, SEG, REVERSE)
+    a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine)
+    return b_cum + a_cum * start[None, :]
+
+
+@triton.jit
+def _one_direction_segment(tok, y_row, base, start, offs_c, mask_c, d, gain, sbias, ogain,
+                           K, C, CLAMP, GROUP: tl.constexpr, SEG: tl.constexpr,
+                           REVERSE: tl.constexpr):
+    """y of one segment in one direction: group starts, then each row's steps in turn."""
+    rows = tl.arange(0, SEG // GROUP)
+    s = _group_starts(tok, base, rows, start, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                      GROUP, SEG, REVERSE)
+    for i in tl.static_range(GROUP):
+        times = _steps(base, rows * GROUP + i, SEG, REVERSE)
+        valid = times < K
+        a, b = _drive(tok, times, valid, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+        s = a * s + b
+        tl.store(y_row + times[:, None] * C + offs_c[None, :],
+                 (ogain[None, :] * s).to(y_row.dtype.element_ty),
+                 mask=valid[:, None] & mask_c[None, :])
+
+
+@triton.jit
+def _bidirectional_segment(tok, y_row, base, start_f, start_b, offs_c, mask_c, d, gain, sbias,
+                           ogain, gate, K, C, CLAMP, MERGE: tl.constexpr, GROUP: tl.constexpr,
+                           SEG: tl.constexpr):
+    """y of one segment in both directions, merged per step before the single store.
+
+    Rows are forward groups in both directions: the backward starts come from a reverse
+    scan over rows, each row composing the group after it, so a step's forward and
+    backward states meet in the same thread without a flip.
+    """
+    tl.static_assert(GROUP == 4)
+    n_rows: tl.constexpr = SEG // GROUP
+    rows = tl.arange(0, n_rows)
+    s_f = _group_starts(tok, base, rows, start_f, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                        GROUP, SEG, False)
+    # group m + 1 read backwards is reversed-order group n_rows - 2 - m
+    a, b = _group_maps(tok, base, n_rows - 2 - rows, offs_c, mask_c, d, gain, sbias, K, C,
+                       CLAMP, GROUP, SEG, True)
+    a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine, reverse=True)
+    s_b = b_cum + a_cum * start_b[None, :]
+    t0 = base + rows * GROUP
+    a0, b0 = _drive(tok, t0, t0 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+    a1, b1 = _drive(tok, t0 + 1, t0 + 1 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+    a2, b2 = _drive(tok, t0 + 2, t0 + 2 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+    a3, b3 = _drive(tok, t0 + 3, t0 + 3 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+    f0 = a0 * s_f + b0
+    f1 = a1 * f0 + b1
+    f2 = a2 * f1 + b2
+    f3 = a3 * f2 + b3
+    r3 = a3 * s_b + b3
+    r2 = a2 * r3 + b2
+    r1 = a1 * r2 + b1
+    r0 = a0 * r1 + b0
+    _store_merged(y_row, t0, f0, r0, ogain, gate, offs_c, mask_c, K, C, MERGE)
+    _store_merged(y_row, t0 + 1, f1, r1, ogain, gate, offs_c, mask_c, K, C, MERGE)
+    _store_merged(y_row, t0 + 2, f2, r2, ogain, gate, offs_c, mask_c, K, C, MERGE)
+    _store_merged(y_row, t0 + 3, f3, r3, ogain, gate, offs_c, mask_c, K, C, MERGE)
+
+
+@triton.jit
+def _store_merged(y_row, times, s_f, s_b, ogain, gate, offs_c, mask_c, K, C,
+                  MERGE: tl.constexpr):
+    y = _merge(s_f, s_b, ogain, gate, MERGE)
+    tl.store(y_row + times[:, None] * C + offs_c[None, :], y.to(y_row.dtype.element_ty),
+             mask=(times < K)[:, None] & mask_c[None, :])
+
+
 @triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
                  key=["K", "C", "DIRECTION", "MERGE", "BLOCK_K"])
 @triton.jit
 def _segment_apply_kernel(
     tok_ptr, decay_ptr, gain_ptr, ogain_ptr, sbias_ptr, gate_ptr, carry_ptr, y_ptr,
     K, C, N_SEG, CARRY_STRIDE, CLAMP, D_MIN, D_MAX, DIRECTION: tl.constexpr,
-    MERGE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+    MERGE: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """y of one segment, rescanned from its starting state(s)."""
     pid = tl.program_id(0)
@@ -366,30 +494,21 @@ def _segment_apply_kernel(
     tok = tok_ptr + pid_b * K * C
     y_row = y_ptr + pid_b * K * C
     car = carry_ptr + pid_b * (N_SEG + 1) * C
-    rows = tl.arange(0, BLOCK_K)
-    times = seg * BLOCK_K + rows
-    times_r = seg * BLOCK_K + (BLOCK_K - 1 - rows)
+    base = seg * BLOCK_K
     if DIRECTION == 0:
         start = tl.load(car + seg * C + offs_c, mask=mask_c, other=0.0)
-        s = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, start, C, CLAMP)
-        y = ogain[None, :] * s
+        _one_direction_segment(tok, y_row, base, start, offs_c, mask_c, d, gain, sbias, ogain,
+                               K, C, CLAMP, GROUP, BLOCK_K, False)
     elif DIRECTION == 1:
         start = tl.load(car + (seg + 1) * C + offs_c, mask=mask_c, other=0.0)
-        s = _scan_tile(tok, times_r, times_r < K, offs_c, mask_c, d, gain, sbias, start, C,
-                       CLAMP)
-        y = ogain[None, :] * s
-        times = times_r  # row i of y is step times_r[i]
+        _one_direction_segment(tok, y_row, base, start, offs_c, mask_c, d, gain, sbias, ogain,
+                               K, C, CLAMP, GROUP, BLOCK_K, True)
     else:
         gate = tl.load(gate_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
         start_f = tl.load(car + seg * C + offs_c, mask=mask_c, other=0.0)
         start_b = tl.load(car + CARRY_STRIDE + (seg + 1) * C + offs_c, mask=mask_c, other=0.0)
-        s_f = _scan_tile(tok, times, times < K, offs_c, mask_c, d, gain, sbias, start_f, C,
-                         CLAMP)
-        s_r = _scan_tile(tok, times_r, times_r < K, offs_c, mask_c, d, gain, sbias, start_b, C,
-                         CLAMP)
-        y = _merge(s_f, s_r, ogain, gate, MERGE)
-    tl.store(y_row + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
-             mask=(times < K)[:, None] & mask_c[None, :])
+        _bidirectional_segment(tok, y_row, base, start_f, start_b, offs_c, mask_c, d, gain,
+                               sbias, ogain, gate, K, C, CLAMP, MERGE, GROUP, BLOCK_K)
 
 
 def block_k_for(steps: int) -> int:
@@ -445,16 +564,17 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
 
     ``config`` pins one configuration (of ``CONFIGS``, or of ``SPLIT_CONFIGS`` on the
     split path) instead of autotuning; tests use it to run each. ``segment_steps``
-    overrides the path: 0 walks K in one program per channel block, a power of two
-    splits K into segments of that many steps; None chooses by K.
+    overrides the path: 0 walks K in one program per channel block, a power of two of at
+    least ``SCAN_GROUP`` splits K into segments of that many steps; None chooses by K.
     """
     b, k, c = _check_inputs(inputs)
     if case.params.clamp > _FP32_MAX:
         raise ValueError(f"clamp {case.params.clamp} does not fit in float32")
     if segment_steps is None:
         segment_steps = segment_steps_for(k)
-    if segment_steps < 0 or segment_steps & (segment_steps - 1):
-        raise ValueError(f"segment_steps must be 0 or a power of two, not {segment_steps}")
+    if segment_steps and (segment_steps < SCAN_GROUP or segment_steps & (segment_steps - 1)):
+        raise ValueError(f"segment_steps must be 0 or a power of two >= {SCAN_GROUP}, "
+                         f"not {segment_steps}")
     direction = DIRECTION_CODES[case.name]
     merge = MERGE_CODES[case.params.merge]
     tokens = inputs["tokens"]
@@ -474,10 +594,10 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
     common = {"direction": case.name, "merge": case.params.merge,
               "pinned": config_dict(config) if config is not None else {}}
     if segment_steps:
-        fn, metadata = _split_launcher(b, k, c, segment_steps, direction, merge, tokens, params,
-                                       inputs["init_state"], outputs, state_b,
-                                       float(case.params.clamp), bucket, config)
-        return fn, outputs, {**metadata, **common}
+        split_fn, metadata = _split_launcher(b, k, c, segment_steps, direction, merge, tokens,
+                                             params, inputs["init_state"], outputs, state_b,
+                                             float(case.params.clamp), bucket, config)
+        return split_fn, outputs, {**metadata, **common}
 
     block_k = block_k_for(k)
     n_chunks = triton.cdiv(k, block_k)
@@ -532,21 +652,22 @@ def _split_launcher(b: int, k: int, c: int, seg_steps: int, direction: int, merg
                     b * n_seg * c, b * (n_seg + 1) * c, DECAY_MIN, DECAY_MAX)
     apply_args = (tokens, decay, gain, ogain, sbias, gate, carries, y, k, c, n_seg,
                   b * (n_seg + 1) * c, clamp, DECAY_MIN, DECAY_MAX)
-    meta = {"DIRECTION": direction, "BLOCK_K": seg_steps}
-    fold_meta = {**meta, "LOG2_BK": seg_steps.bit_length() - 1, "FOLD_K": fold_k,
-                 "BLOCK_C": FOLD_BLOCK_C}
+    fold_meta = {"DIRECTION": direction, "BLOCK_K": seg_steps,
+                 "LOG2_BK": seg_steps.bit_length() - 1, "FOLD_K": fold_k, "BLOCK_C": FOLD_BLOCK_C}
+    meta = {"DIRECTION": direction, "BLOCK_K": seg_steps, "GROUP": SCAN_GROUP}
     totals_kernel, pinned = pin_config(_segment_totals_kernel, config)
     apply_kernel, _ = pin_config(_segment_apply_kernel, config)
-    pinned_meta = {**meta, **pinned} if pinned else None
+    # a pinned config is recorded as the heuristic's choice; otherwise the autotuner's is read
+    totals_pin = {**meta, **pinned} if pinned else None
+    apply_pin = {**meta, **pinned, "MERGE": merge} if pinned else None
 
     def fn() -> dict[str, torch.Tensor]:
         TRACKER.launch("tilessm-scan", totals_kernel, seg_grid, bucket, *totals_args,
-                       heuristic_config=pinned_meta, **meta, **pinned)
+                       heuristic_config=totals_pin, **meta, **pinned)
         TRACKER.launch("tilessm-scan", _segment_carries_kernel, fold_grid, bucket,
                        *carries_args, **fold_meta)
         TRACKER.launch("tilessm-scan", apply_kernel, seg_grid, bucket, *apply_args,
-                       heuristic_config={**pinned_meta, "MERGE": merge} if pinned else None,
-                       MERGE=merge, **meta, **pinned)
+                       heuristic_config=apply_pin, MERGE=merge, **meta, **pinned)
         return outputs
 
     metadata = {"kernel": "tilessm_segmented_associative_scan", "block_k": seg_steps,

@@ -51,16 +51,22 @@ case $part in
         --backends torch-reference,triton --workloads tilessm-scan
     step large-overlap 180 --profile large --backends $all --workloads tileunpack:overlap ;;
   scan-split)
-    # the walk (0) against segment lengths, each checked first; then the big scan in apex-bench
-    for shape in "batch=8 channels=2048 steps=4096:0,32,64,128" \
-                 "batch=32 channels=4096 steps=512:0,64" "batch=1 channels=256 steps=16384:0,64"; do
-      sets=$(echo "${shape%%:*}" | sed 's/\([^ ]*\)/--set \1/g')
-      timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "${shape##*:}" \
-          --bandwidth "$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")" \
-          | tee -a "$work/scan-paths.jsonl"
-    done
+    # the walk (0) against segment lengths, each checked first; then apex-bench: the big
+    # scan (split path) and the large profile (K = 256, the walk); last, a wide shape
+    bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
+    paths() {  # paths "KEY=V ..." SEGMENTS [CASES]
+      local sets
+      sets=$(echo "$1" | sed 's/\([^ ]*\)/--set \1/g')
+      timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "$2" --bandwidth "$bw" \
+          --cases "${3:-forward,backward,bidirectional}" | tee -a "$work/scan-paths.jsonl"
+      tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
+    }
+    paths "batch=8 channels=2048 steps=4096" 0,64,128
+    paths "batch=1 channels=256 steps=16384" 0,64
     step large-scan-big 200 --profile large --set steps=4096 --set channels=2048 \
-        --backends torch-reference,triton --workloads tilessm-scan ;;
+        --backends torch-reference,triton --workloads tilessm-scan
+    step large-scan-triton 150 --profile large --backends triton --workloads tilessm-scan
+    paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)

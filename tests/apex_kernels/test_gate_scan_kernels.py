@@ -99,20 +99,63 @@ def test_scan_odd_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
 def test_scan_several_chunks(merge: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Chunks of 4 steps make K = 11 three chunks (the last one partial) without the
     # interpreter cost of K > MAX_BLOCK_K; carries cross chunks in both directions.
+    # segment_steps=0 keeps the one-program walk, which K > MAX_BLOCK_K would not choose.
     monkeypatch.setattr(scan_kernels, "MAX_BLOCK_K", 4)
     overrides = {"steps": 11, "channels": 3, "batch": 2, "merge": merge}
-    check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32")
+    check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32", segment_steps=0)
     check_launcher(TileSSMScan(), scan_kernels, {**overrides, "steps": 8}, "fp16",
-                   case_names=("bidirectional",))
+                   case_names=("bidirectional",), segment_steps=0)
 
 
 def test_scan_longer_than_the_real_chunk() -> None:
     overrides = {"steps": scan_kernels.MAX_BLOCK_K + 1, "channels": 3, "merge": "gated"}
     case = TileSSMScan().cases(TileSSMScan().make_params("smoke", overrides))[2]
     inputs = TileSSMScan().make_inputs(case, "cpu", torch.float32, seed=0)
-    assert scan_kernels.make_launcher(case, inputs)[2]["chunks"] == 2
+    walk = scan_kernels.make_launcher(case, inputs, segment_steps=0)[2]
+    assert (walk["kernel"], walk["chunks"]) == ("tilessm_chunked_associative_scan", 2)
+    split = scan_kernels.make_launcher(case, inputs)[2]  # chosen by K
+    assert split["kernel"] == "tilessm_segmented_associative_scan"
+    assert split["segments"] == -(-(scan_kernels.MAX_BLOCK_K + 1) // scan_kernels.SEGMENT_STEPS)
     # bidirectional runs both sweeps, so it covers the forward and backward chunk walks too
+    check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32", case_names=("bidirectional",),
+                   segment_steps=0)
     check_launcher(TileSSMScan(), scan_kernels, overrides, "fp32", case_names=("bidirectional",))
+
+
+# The split path at small sizes: segments of 4-16 steps (1-4 rows of SCAN_GROUP steps),
+# the last segment partial, carries across segments in both directions.
+@pytest.mark.parametrize("merge", ["sum", "avg", "gated"])
+@pytest.mark.parametrize(("steps", "segment_steps", "dtype_name"), [
+    (11, 4, "fp32"),  # three one-row segments, the last one 3 steps long
+    (40, 16, "fp32"),  # four-row segments, the last one half full
+    (37, 8, "fp16"),  # a last segment of one step
+])
+def test_scan_split_path(merge: str, steps: int, segment_steps: int, dtype_name: str) -> None:
+    overrides = {"steps": steps, "channels": 5, "batch": 2, "merge": merge}
+    check_launcher(TileSSMScan(), scan_kernels, overrides, dtype_name,
+                   segment_steps=segment_steps)
+
+
+def test_scan_split_path_folds_several_tiles_of_segments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # FOLD_BLOCK 2: ten segments take five steps of the carries kernel's walk each way
+    monkeypatch.setattr(scan_kernels, "FOLD_BLOCK", 2)
+    check_launcher(TileSSMScan(), scan_kernels, {"steps": 39, "channels": 3, "merge": "gated"},
+                   "fp32", segment_steps=4)
+
+
+def test_scan_split_path_nonfinite_tokens_and_clamp() -> None:
+    check_launcher(TileSSMScan(), scan_kernels,
+                   {"nonfinite_fraction": 0.6, "steps": 20, "merge": "avg", "clamp": 0.5},
+                   "fp16", segment_steps=8)
+
+
+def test_scan_rejects_a_segment_length_it_cannot_split_by() -> None:
+    case = TileSSMScan().cases(TileSSMScan().make_params("smoke", {}))[0]
+    inputs = TileSSMScan().make_inputs(case, "cpu", torch.float32, seed=0)
+    for bad in (2, 12, -8):
+        with pytest.raises(ValueError, match="segment_steps"):
+            scan_kernels.make_launcher(case, inputs, segment_steps=bad)
 
 
 @pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
@@ -125,6 +168,13 @@ def test_scan_mostly_nonfinite_tokens(dtype_name: str) -> None:
 def test_scan_every_autotune_config_covers_the_output(config: Any) -> None:
     check_launcher(TileSSMScan(), scan_kernels, {"channels": 37, "steps": 5, "batch": 2},
                    "fp32", case_names=("backward", "bidirectional"), config=config)
+
+
+@pytest.mark.parametrize("config", scan_kernels.SPLIT_CONFIGS, ids=config_id)
+def test_scan_every_split_config_covers_the_output(config: Any) -> None:
+    check_launcher(TileSSMScan(), scan_kernels, {"channels": 37, "steps": 13, "batch": 2},
+                   "fp32", case_names=("forward", "bidirectional"), config=config,
+                   segment_steps=8)
 
 
 # --- both -----------------------------------------------------------------------------
