@@ -433,20 +433,19 @@ def _bidirectional_segment(tok, y_row, base, start_f, start_b, offs_c, mask_c, d
                            SEG: tl.constexpr):
     """y of one segment in both directions, merged per step before the single store.
 
-    Rows are forward groups in both directions: the backward starts come from a reverse
-    scan over rows, each row composing the group after it, so a step's forward and
-    backward states meet in the same thread without a flip.
+    Rows are forward groups in both directions, so a step's forward and backward states
+    meet in the same thread: the backward group starts are scanned in reversed row order
+    and flipped once, a tile of SEG / GROUP rows rather than SEG. (The scan's own
+    ``reverse=True`` is avoided: triton-lang/triton#4362 reports wrong results for
+    non-commutative combines.)
     """
     tl.static_assert(GROUP == 4)
-    n_rows: tl.constexpr = SEG // GROUP
-    rows = tl.arange(0, n_rows)
+    rows = tl.arange(0, SEG // GROUP)
     s_f = _group_starts(tok, base, rows, start_f, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
                         GROUP, SEG, False)
-    # group m + 1 read backwards is reversed-order group n_rows - 2 - m
-    a, b = _group_maps(tok, base, n_rows - 2 - rows, offs_c, mask_c, d, gain, sbias, K, C,
-                       CLAMP, GROUP, SEG, True)
-    a_cum, b_cum = tl.associative_scan((a, b), 0, _affine_combine, reverse=True)
-    s_b = b_cum + a_cum * start_b[None, :]
+    s_b = _group_starts(tok, base, rows, start_b, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
+                        GROUP, SEG, True)
+    s_b = tl.flip(s_b, 0)  # row m: the backward state entering group m from its end
     t0 = base + rows * GROUP
     a0, b0 = _drive(tok, t0, t0 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)
     a1, b1 = _drive(tok, t0 + 1, t0 + 1 < K, offs_c, mask_c, d, gain, sbias, C, CLAMP)

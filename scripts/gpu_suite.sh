@@ -8,10 +8,11 @@
 #   bash scripts/gpu_suite.sh large-fused OUT  fp16, large profile, tile-stage1 and ff-infer
 #   bash scripts/gpu_suite.sh large-scan OUT  fp16, large profile, tilessm-scan and tileunpack:overlap
 #   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
+#   bash scripts/gpu_suite.sh scan-bidir OUT  the bidirectional split path alone
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -26,6 +27,14 @@ step() {  # step NAME SECONDS ARGS...: one apex-bench run, bounded so later step
   start=$(date +%s)
   timeout "$limit" apex-bench "$@" --output-json "$work/$name.json" --output-md "$work/$name.md" --quiet
   echo "$name: exit $?, wall $(( $(date +%s) - start )) s: apex-bench $*" | tee -a "$work/steps.txt"
+  tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
+}
+paths() {  # paths "KEY=V ..." SEGMENTS [CASES]: tilessm-scan's paths, checked, then timed
+  local sets bw
+  sets=$(echo "$1" | sed 's/\([^ ]*\)/--set \1/g')
+  bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
+  timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "$2" --bandwidth "$bw" \
+      --cases "${3:-forward,backward,bidirectional}" | tee -a "$work/scan-paths.jsonl"
   tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
 }
 case $part in
@@ -53,20 +62,17 @@ case $part in
   scan-split)
     # the walk (0) against segment lengths, each checked first; then apex-bench: the big
     # scan (split path) and the large profile (K = 256, the walk); last, a wide shape
-    bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
-    paths() {  # paths "KEY=V ..." SEGMENTS [CASES]
-      local sets
-      sets=$(echo "$1" | sed 's/\([^ ]*\)/--set \1/g')
-      timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "$2" --bandwidth "$bw" \
-          --cases "${3:-forward,backward,bidirectional}" | tee -a "$work/scan-paths.jsonl"
-      tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
-    }
     paths "batch=8 channels=2048 steps=4096" 0,64,128
     paths "batch=1 channels=256 steps=16384" 0,64
     step large-scan-big 200 --profile large --set steps=4096 --set channels=2048 \
         --backends torch-reference,triton --workloads tilessm-scan
     step large-scan-triton 150 --profile large --backends triton --workloads tilessm-scan
     paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
+  scan-bidir)
+    paths "batch=8 channels=2048 steps=4096" 64 bidirectional
+    step large-scan-big-bidir 150 --profile large --set steps=4096 --set channels=2048 \
+        --backends triton --workloads tilessm-scan:bidirectional
+    paths "batch=32 channels=4096 steps=512" 64 bidirectional ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)
