@@ -29,8 +29,9 @@ per step row. Above ``MAX_BLOCK_K`` steps the launcher splits K into segments of
 3. ``_segment_apply_kernel``: each segment rescans its tokens from its starting state(s)
    and stores y once.
 
-Tokens are read twice and y written once, but every read is a full-width tile read by
-thousands of programs at once.
+Inside a segment each thread first composes ``SCAN_GROUP`` consecutive steps in
+registers, so the ``tl.associative_scan`` runs over a quarter of the rows. Tokens are
+read twice and y written once, by thousands of programs at once.
 """
 
 from __future__ import annotations
