@@ -136,6 +136,12 @@ def test_scan_split_path(merge: str, steps: int, segment_steps: int, dtype_name:
                    segment_steps=segment_steps)
 
 
+def test_scan_split_path_bf16() -> None:
+    check_launcher(TileSSMScan(), scan_kernels,
+                   {"steps": 21, "channels": 5, "batch": 2, "merge": "gated"}, "bf16",
+                   segment_steps=8)
+
+
 def test_scan_split_path_folds_several_tiles_of_segments(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # FOLD_BLOCK 2: ten segments take five steps of the carries kernel's walk each way
