@@ -13,6 +13,9 @@ Three kernel families, chosen per case when the launcher is made:
   image) sorts the image's tiles once into per-slot runs; the band kernels then read
   their slots' runs instead of sorting all K tiles in every program. Two launches.
 - overlapping origins, or larger K: the priority walk over every touching tile.
+- overlapping origins with ``OVERLAP_RUNS`` set (not yet the default): a prepass lists
+  each image's tiles by the bands of T pixel rows they meet; the override kernel then
+  lets only its bands' tiles compete for each pixel. Two launches.
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ ALIGNED_MAX_K = 1024
 RUNS_MIN_K = 128
 # The prepass keys slots above priority keys (SLOT_UNIT) and below NO_KEY.
 RUNS_MAX_SLOTS = 2**21
+# Overlapping origins: when set (and K <= MAX_KC), a prepass bins each image's tiles into
+# the bands of T pixel rows they meet, and the override kernel reads only its band's
+# tiles instead of walking all K keys. Off until it has been timed on a GPU against the
+# walk (the walk measured 48 % of copy bandwidth at the large profile, docs/perf.md).
+OVERLAP_RUNS = False
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -170,6 +178,13 @@ def _unpack_override_kernel(base, packed, origins, levels, out, C, W, HW, K,
         # ascending priority: a later hit overrides an earlier one
         win = tl.where(cov, k.to(tl.int64) * C * T * T + (py - oy) * T + (px - ox), win)
         covered = covered | cov
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB)
+
+
+@triton.jit
+def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl.constexpr,
+                   BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Each output element once: from the pixel's winning tile (``win``), else from base."""
     cov2 = covered[None, :]
     tiles = packed + b.to(tl.int64) * K * C * T * T + win[None, :]
     for i in range(CB):
@@ -179,6 +194,74 @@ def _unpack_override_kernel(base, packed, origins, levels, out, C, W, HW, K,
         offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + p[None, :]
         base_val = tl.load(base + offs, mask=m2 & ~cov2)
         tl.store(out + offs, tl.where(cov2, tile_val, base_val), mask=m2)
+
+
+@triton.jit
+def _row_band_runs_kernel(origins, run_k, run_start, run_end, K, bands, T: tl.constexpr,
+                          KC: tl.constexpr, ZB: tl.constexpr):
+    """One program per image: its tiles grouped by the bands of T pixel rows they meet.
+
+    A tile with origin row ``oy`` meets band ``oy // T`` and, unless aligned, the next
+    one, so it is listed once or twice. Band r's tiles are
+    ``run_k[b, run_start[b, r]:run_end[b, r]]`` (empty: both 0), in ascending k.
+    """
+    b = tl.program_id(0)
+    row = b.to(tl.int64) * bands
+    zeros = tl.zeros([ZB], tl.int32)
+    for r0 in range(0, bands, ZB):
+        r = r0 + tl.arange(0, ZB)
+        tl.store(run_start + row + r, zeros, mask=r < bands)
+        tl.store(run_end + row + r, zeros, mask=r < bands)
+    # other threads of this program overwrite some of these zeros below
+    tl.debug_barrier()
+    i = tl.arange(0, 2 * KC)  # lane i lists tile i % KC in its first (i < KC) or second band
+    k = i % KC
+    oy = tl.load(origins + (b * K + k) * 2, mask=k < K, other=0)
+    band = tl.where(i < KC, oy // T, (oy + T - 1) // T)
+    listed = (k < K) & ((i < KC) | (oy % T != 0))
+    ordered = tl.sort(tl.where(listed, band.to(tl.int64) * SLOT_UNIT + k, NO_KEY))
+    n = tl.sum(listed.to(tl.int32), axis=0)  # the listed entries sort first
+    sorted_band = (ordered // SLOT_UNIT).to(tl.int32)
+    prev_band = tl.gather(sorted_band, tl.maximum(i - 1, 0), 0)
+    next_band = tl.gather(sorted_band, tl.minimum(i + 1, 2 * KC - 1), 0)
+    valid = i < n
+    first = valid & ((i == 0) | (prev_band != sorted_band))
+    last = valid & ((i == n - 1) | (next_band != sorted_band))
+    tl.store(run_k + b * 2 * K + i, (ordered % SLOT_UNIT).to(tl.int32), mask=valid)
+    tl.store(run_start + row + sorted_band, i, mask=first)
+    tl.store(run_end + row + sorted_band, i + 1, mask=last)
+
+
+@triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
+@triton.jit
+def _unpack_overlap_runs_kernel(base, packed, origins, levels, run_k, run_start, run_end, out,
+                                C, W, HW, K, bands, T: tl.constexpr, BLOCK_P: tl.constexpr,
+                                BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Override from the tiles listed in the bands of this block's rows, in any order.
+
+    The winner of a pixel is its covering tile of highest key, so each listed tile just
+    competes on key: a tile listed in two of the block's bands competes twice, harmlessly.
+    """
+    blocks = tl.cdiv(HW, BLOCK_P)
+    b = tl.program_id(0) // blocks
+    p, pmask, r0, r1, c0, c1 = _pixel_block(tl.program_id(0) % blocks, W, HW, BLOCK_P)
+    py = p // W
+    px = p % W
+    row = b.to(tl.int64) * bands
+    win = tl.zeros([BLOCK_P], tl.int64)
+    win_key = tl.full([BLOCK_P], -NO_KEY, tl.int64)
+    for band in range(r0 // T, r1 // T + 1):
+        for j in range(tl.load(run_start + row + band), tl.load(run_end + row + band)):
+            k = tl.load(run_k + b * 2 * K + j)
+            oy = tl.load(origins + (b * K + k) * 2)
+            ox = tl.load(origins + (b * K + k) * 2 + 1)
+            key = tl.load(levels + b * K + k).to(tl.int64) * K + k
+            cov = (pmask & (py >= oy) & (py < oy + T) & (px >= ox) & (px < ox + T)
+                   & (key > win_key))
+            win_key = tl.where(cov, key, win_key)
+            win = tl.where(cov, k.to(tl.int64) * C * T * T + (py - oy) * T + (px - ox), win)
+    _store_winners(base, packed, out, b, p, pmask, win, win_key > -NO_KEY, C, HW, K, T,
+                   BLOCK_C, CB)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
@@ -384,6 +467,8 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
                                       "levels": inputs["levels"]})
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
+    if case.name == "overlap" and OVERLAP_RUNS and packed.shape[1] <= MAX_KC:
+        return _overlap_runs_launcher(case, inputs)
     if case.name == "overlap" or packed.shape[1] > ALIGNED_MAX_K:
         return _walk_launcher(case, inputs)
     return _band_launcher(case, inputs)
@@ -460,6 +545,38 @@ def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     data = tuple(inputs[n] for n in ("base", "packed", "origins", "levels"))
     return _launcher(case, inputs, (_unpack_override_kernel, _unpack_blend_kernel),
                      data, grid, (c, w, hw, k), constexprs, metadata)
+
+
+def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
+    base, packed, origins = inputs["base"], inputs["packed"], inputs["origins"]
+    b, c, h, w = base.shape
+    k, t = packed.shape[1], packed.shape[-1]
+    bands = triton.cdiv(h, t)
+    kc = triton.next_power_of_2(k)
+    # band runs, written by the prepass on every call (allocated once, here)
+    run_k = torch.empty((b, 2 * k), dtype=torch.int32, device=base.device)
+    run_bounds = torch.empty((2, b, bands), dtype=torch.int32, device=base.device)
+    runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 128 else 8}
+
+    def prepass() -> None:
+        TRACKER.launch(f"tileunpack-{case.name}", _row_band_runs_kernel, (b,),
+                       shape_bucket(b, c, h, w, t, k), origins, run_k, run_bounds[0],
+                       run_bounds[1], k, bands, T=t, heuristic_config=runs_config,
+                       **runs_config)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+    metadata = {
+        "decomposition": "axis0 = (b, flat pixel block), axis1 = CB channel blocks; the "
+                         "tiles of the block's bands of T rows, listed once per image by a "
+                         "prepass (_row_band_runs_kernel), compete on priority key",
+        "prepass": "_row_band_runs_kernel",
+        "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
+    }
+    data = (base, packed, origins, inputs["levels"], run_k, run_bounds[0], run_bounds[1])
+    return _launcher(case, inputs, (_unpack_overlap_runs_kernel, None), data, grid,
+                     (c, w, h * w, k, bands), {"T": t}, metadata, prepass)
 
 
 def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],

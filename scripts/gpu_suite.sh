@@ -9,10 +9,11 @@
 #   bash scripts/gpu_suite.sh large-scan OUT  fp16, large profile, tilessm-scan and tileunpack:overlap
 #   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
 #   bash scripts/gpu_suite.sh scan-bidir OUT  the bidirectional split path alone
+#   bash scripts/gpu_suite.sh overlap-paths OUT  tileunpack overlap: walk vs row-band runs
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -68,6 +69,13 @@ case $part in
         --backends torch-reference,triton --workloads tilessm-scan
     step large-scan-triton 150 --profile large --backends triton --workloads tilessm-scan
     paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
+  overlap-paths)
+    # tileunpack overlap: the walk against the row-band runs (OVERLAP_RUNS), each checked first
+    bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
+    for mode in "" --graph; do
+      timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
+          --bandwidth "$bw" $mode | tee -a "$work/overlap-paths.jsonl"
+    done ;;
   scan-bidir)
     paths "batch=8 channels=2048 steps=4096" 64 bidirectional
     step large-scan-big-bidir 150 --profile large --set steps=4096 --set channels=2048 \

@@ -1,11 +1,12 @@
 """Time tileunpack's kernel paths against each other on one case (exploration, not the perf notes).
 
-Each path (walk, band with its own sort, band over presorted runs) is checked against
+Each path (aligned cases: walk, band with its own sort, band over presorted runs;
+overlap: walk, row-band runs) is checked against
 the reference first, then timed with ``triton.testing.do_bench`` (L2 flushed between
 calls). The perf notes' numbers come from ``apex-bench`` itself.
 
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
-    python scripts/dev/unpack_paths.py --profile large --cases override,blend [--set kmax=256]
+    python scripts/dev/unpack_paths.py --profile large --cases override,blend,overlap [--set kmax=256]
 """
 
 import argparse
@@ -18,10 +19,14 @@ from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tileunpack import TileUnpack
 from apex_kernels import tileunpack
 
-PATHS = {  # module constants that force each path
+PATHS = {  # module constants that force each path of the aligned cases
     "walk": {"ALIGNED_MAX_K": 0},
     "band-sort": {"RUNS_MIN_K": 2**30},
     "band-runs": {"RUNS_MIN_K": 0},
+}
+OVERLAP_PATHS = {  # and of overlapping origins
+    "walk": {"OVERLAP_RUNS": False},
+    "row-band-runs": {"OVERLAP_RUNS": True},
 }
 
 parser = argparse.ArgumentParser()
@@ -36,12 +41,13 @@ args = parser.parse_args()
 overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
 workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
-defaults = {name: getattr(tileunpack, name) for name in ("ALIGNED_MAX_K", "RUNS_MIN_K")}
+defaults = {name: getattr(tileunpack, name)
+            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS")}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
     minimal = workload.work(case).bytes_moved
-    for path, constants in PATHS.items():
+    for path, constants in (OVERLAP_PATHS if case.name == "overlap" else PATHS).items():
         for name, value in {**defaults, **constants}.items():
             setattr(tileunpack, name, value)
         launch, outputs, meta = tileunpack.make_launcher(case, inputs)

@@ -103,6 +103,49 @@ def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None
     check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
 
 
+# Band runs for overlapping origins (OVERLAP_RUNS, off by default until timed on a GPU).
+# On the smoke map (16 x 16, t = 4) the interpreter's BLOCK_P = 128 spans 8 pixel rows,
+# so a block reads two bands' runs, and unaligned tiles are listed in two bands.
+@pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
+def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
+    assert (metadata["kernel"], metadata["prepass"]) == ("_unpack_overlap_runs_kernel",
+                                                         "_row_band_runs_kernel")
+
+
+def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
+    t, height, k = 4, 18, 7
+    origins = torch.tensor([[[0, 0], [3, 1], [4, 2], [14, 0], [7, 7], [4, 9], [13, 3]],
+                            [[1, 1], [1, 1], [8, 0], [0, 5], [10, 2], [12, 12], [5, 5]]],
+                           dtype=torch.int32)
+    bands = -(-height // t)
+    run_k = torch.full((2, 2 * k), -1, dtype=torch.int32)
+    bounds = torch.full((2, 2, bands), -1, dtype=torch.int32)  # poisoned: the prepass zeroes
+    tileunpack._row_band_runs_kernel[(2,)](origins, run_k, bounds[0], bounds[1], k, bands,
+                                           T=t, KC=8, ZB=4)
+    for b in range(2):
+        for band in range(bands):
+            want = [i for i in range(k)
+                    if origins[b, i, 0] // t <= band <= (origins[b, i, 0] + t - 1) // t]
+            start, end = int(bounds[0, b, band]), int(bounds[1, b, band])
+            assert run_k[b, start:end].tolist() == want, (b, band)
+
+
+def test_tileunpack_overlap_band_runs_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9}, stacked_tied_tiles)
+
+
+def test_tileunpack_overlap_band_runs_leave_large_k_to_the_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "MAX_KC", 4)  # K = 6 > MAX_KC: the sort would not fit
+    metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, calls=1)
+    assert metadata["kernel"] == "_unpack_override_kernel"
+
+
 def test_tileunpack_override_duplicates_with_ties() -> None:
     check_repeated(TileUnpack(), "override", "fp16", tileunpack, {"kmax": 7}, aligned_tied_duplicates)
 
