@@ -207,13 +207,7 @@ def _row_band_runs_kernel(origins, run_k, run_start, run_end, K, bands, T: tl.co
     """
     b = tl.program_id(0)
     row = b.to(tl.int64) * bands
-    zeros = tl.zeros([ZB], tl.int32)
-    for r0 in range(0, bands, ZB):
-        r = r0 + tl.arange(0, ZB)
-        tl.store(run_start + row + r, zeros, mask=r < bands)
-        tl.store(run_end + row + r, zeros, mask=r < bands)
-    # other threads of this program overwrite some of these zeros below
-    tl.debug_barrier()
+    _zero_run_bounds(run_start, run_end, row, bands, ZB)
     i = tl.arange(0, 2 * KC)  # lane i lists tile i % KC in its first (i < KC) or second band
     k = i % KC
     oy = tl.load(origins + (b * K + k) * 2, mask=k < K, other=0)
@@ -221,15 +215,8 @@ def _row_band_runs_kernel(origins, run_k, run_start, run_end, K, bands, T: tl.co
     listed = (k < K) & ((i < KC) | (oy % T != 0))
     ordered = tl.sort(tl.where(listed, band.to(tl.int64) * SLOT_UNIT + k, NO_KEY))
     n = tl.sum(listed.to(tl.int32), axis=0)  # the listed entries sort first
-    sorted_band = (ordered // SLOT_UNIT).to(tl.int32)
-    prev_band = tl.gather(sorted_band, tl.maximum(i - 1, 0), 0)
-    next_band = tl.gather(sorted_band, tl.minimum(i + 1, 2 * KC - 1), 0)
-    valid = i < n
-    first = valid & ((i == 0) | (prev_band != sorted_band))
-    last = valid & ((i == n - 1) | (next_band != sorted_band))
-    tl.store(run_k + b * 2 * K + i, (ordered % SLOT_UNIT).to(tl.int32), mask=valid)
-    tl.store(run_start + row + sorted_band, i, mask=first)
-    tl.store(run_end + row + sorted_band, i + 1, mask=last)
+    tl.store(run_k + b * 2 * K + i, (ordered % SLOT_UNIT).to(tl.int32), mask=i < n)
+    _store_run_bounds(ordered, n, run_start, run_end, row, 2 * KC)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
@@ -376,13 +363,7 @@ def _slot_runs_kernel(origins, levels, run_k, run_start, run_end, K, per_row, sl
     """
     b = tl.program_id(0)
     row = b.to(tl.int64) * slots
-    zeros = tl.zeros([ZB], tl.int32)
-    for s0 in range(0, slots, ZB):
-        s = s0 + tl.arange(0, ZB)
-        tl.store(run_start + row + s, zeros, mask=s < slots)
-        tl.store(run_end + row + s, zeros, mask=s < slots)
-    # other threads of this program overwrite some of these zeros below
-    tl.debug_barrier()
+    _zero_run_bounds(run_start, run_end, row, slots, ZB)
     i = tl.arange(0, KC)
     valid = i < K
     oy = tl.load(origins + (b * K + i) * 2, mask=valid, other=0)
@@ -391,14 +372,35 @@ def _slot_runs_kernel(origins, levels, run_k, run_start, run_end, K, per_row, sl
     slot = (oy // T) * per_row + ox // T
     key = tl.where(valid, slot.to(tl.int64) * SLOT_UNIT + lv.to(tl.int64) * K + i, NO_KEY)
     ordered = tl.sort(key)  # the K real keys first
-    sorted_slot = (ordered // SLOT_UNIT).to(tl.int32)
-    prev_slot = tl.gather(sorted_slot, tl.maximum(i - 1, 0), 0)
-    next_slot = tl.gather(sorted_slot, tl.minimum(i + 1, KC - 1), 0)
-    first = valid & ((i == 0) | (prev_slot != sorted_slot))
-    last = valid & ((i == K - 1) | (next_slot != sorted_slot))
     tl.store(run_k + b * K + i, ((ordered % SLOT_UNIT) % K).to(tl.int32), mask=valid)
-    tl.store(run_start + row + sorted_slot, i, mask=first)
-    tl.store(run_end + row + sorted_slot, i + 1, mask=last)
+    _store_run_bounds(ordered, K, run_start, run_end, row, KC)
+
+
+@triton.jit
+def _zero_run_bounds(run_start, run_end, row, n, ZB: tl.constexpr):
+    """Empty runs for all ``n`` groups of one image, before the bounds are stored."""
+    zeros = tl.zeros([ZB], tl.int32)
+    for s0 in range(0, n, ZB):
+        s = s0 + tl.arange(0, ZB)
+        tl.store(run_start + row + s, zeros, mask=s < n)
+        tl.store(run_end + row + s, zeros, mask=s < n)
+    # other threads of this program overwrite some of these zeros afterwards
+    tl.debug_barrier()
+
+
+@triton.jit
+def _store_run_bounds(ordered, n, run_start, run_end, row, LANES: tl.constexpr):
+    """Where each group's run starts and ends in ``ordered`` (group * SLOT_UNIT + key,
+    sorted; its first ``n`` lanes are real)."""
+    i = tl.arange(0, LANES)
+    group = (ordered // SLOT_UNIT).to(tl.int32)
+    prev_group = tl.gather(group, tl.maximum(i - 1, 0), 0)
+    next_group = tl.gather(group, tl.minimum(i + 1, LANES - 1), 0)
+    valid = i < n
+    first = valid & ((i == 0) | (prev_group != group))
+    last = valid & ((i == n - 1) | (next_group != group))
+    tl.store(run_start + row + group, i, mask=first)
+    tl.store(run_end + row + group, i + 1, mask=last)
 
 
 @triton.autotune(configs=autotune_configs(_BAND_CONFIGS), key=["C", "H", "W", "K", "T", "PRESORTED"])
