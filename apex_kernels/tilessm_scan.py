@@ -295,6 +295,14 @@ def _segment_total(tok, base, offs_c, mask_c, d, gain, sbias, K, C, CLAMP,
     return _last_row(b_cum, SEG // GROUP)
 
 
+@triton.jit
+def _segment_program(N_SEG, C, BLOCK_C: tl.constexpr):
+    """This program's batch row, segment and channel block (axis 0 is row * N_SEG + seg)."""
+    pid = tl.program_id(0)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    return (pid // N_SEG).to(tl.int64), pid % N_SEG, offs_c, offs_c < C
+
+
 @triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
                  key=["K", "C", "DIRECTION", "BLOCK_K"])
 @triton.jit
@@ -304,11 +312,7 @@ def _segment_totals_kernel(
     BLOCK_C: tl.constexpr,
 ):
     """End state of each segment scanned from zero: ``tot[dir, b, seg, c]``."""
-    pid = tl.program_id(0)
-    pid_b = (pid // N_SEG).to(tl.int64)
-    seg = pid % N_SEG
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask_c = offs_c < C
+    pid_b, seg, offs_c, mask_c = _segment_program(N_SEG, C, BLOCK_C)
     d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
                                      D_MAX)
     tok = tok_ptr + pid_b * K * C
@@ -483,11 +487,7 @@ def _segment_apply_kernel(
     MERGE: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """y of one segment, rescanned from its starting state(s)."""
-    pid = tl.program_id(0)
-    pid_b = (pid // N_SEG).to(tl.int64)
-    seg = pid % N_SEG
-    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask_c = offs_c < C
+    pid_b, seg, offs_c, mask_c = _segment_program(N_SEG, C, BLOCK_C)
     d, gain, sbias = _channel_params(decay_ptr, gain_ptr, sbias_ptr, offs_c, mask_c, D_MIN,
                                      D_MAX)
     ogain = tl.load(ogain_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
