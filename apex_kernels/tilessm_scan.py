@@ -175,6 +175,15 @@ def _merge(s_f, s_b, ogain, gate, MERGE: tl.constexpr):
 
 
 @triton.jit
+def _store_merged(y_row, times, s_f, s_b, ogain, gate, offs_c, mask_c, K, C,
+                  MERGE: tl.constexpr):
+    """The merged y of the rows' steps ``times``, stored where they lie inside K."""
+    y = _merge(s_f, s_b, ogain, gate, MERGE)
+    tl.store(y_row + times[:, None] * C + offs_c[None, :], y.to(y_row.dtype.element_ty),
+             mask=(times < K)[:, None] & mask_c[None, :])
+
+
+@triton.jit
 def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d, gain, sbias,
                    ogain, gate, init, K, C, CLAMP, MERGE: tl.constexpr, BLOCK_K: tl.constexpr):
     """Both directions of one row of channels, merged before the single store of y."""
@@ -206,9 +215,8 @@ def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d,
                          carry_b, C, CLAMP)
         carry_b = _last_row(s_r, BLOCK_K)
         # row i of s_r is step start + BLOCK_K - 1 - i
-        y = _merge(s_f, tl.flip(s_r, 0), ogain, gate, MERGE)
-        tl.store(y_ptr + times[:, None] * C + offs_c[None, :], y.to(y_ptr.dtype.element_ty),
-                 mask=valid[:, None] & mask_c[None, :])
+        _store_merged(y_ptr, times, s_f, tl.flip(s_r, 0), ogain, gate, offs_c, mask_c, K, C,
+                      MERGE)
     tl.store(sb_ptr + offs_c, carry_b, mask=mask_c)
 
 
@@ -373,34 +381,40 @@ def _segment_carries_kernel(
     a_last = _power(d, K - (N_SEG - 1) * BLOCK_K, LOG2_BK)
     tot = tot_ptr + pid_b * N_SEG * C
     car = carry_ptr + pid_b * (N_SEG + 1) * C
-    rows = tl.arange(0, FOLD_K)
-    n_tiles = tl.cdiv(N_SEG, FOLD_K)
     if DIRECTION != 1:
-        carry = init
-        tl.store(car + offs_c, init, mask=mask_c)
-        for j in range(0, n_tiles):
-            segs = j * FOLD_K + rows
-            valid = segs < N_SEG
-            s = _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry)
-            tl.store(car + (segs[:, None] + 1) * C + offs_c[None, :], s,
-                     mask=valid[:, None] & mask_c[None, :])
-            carry = _last_row(s, FOLD_K)
-        tl.store(sf_ptr + pid_b * C + offs_c, carry, mask=mask_c)
+        _fold_direction(tot, car, sf_ptr + pid_b * C, init, offs_c, mask_c, a_full, a_last,
+                        N_SEG, C, FOLD_K, False)
     if DIRECTION != 0:
-        # the backward walk reads rows reversed, as _one_direction does
         if DIRECTION == 2:
             tot += DIR_STRIDE
             car += CARRY_STRIDE
-        carry = init
-        tl.store(car + N_SEG * C + offs_c, init, mask=mask_c)
-        for jj in range(0, n_tiles):
-            segs = (n_tiles - 1 - jj) * FOLD_K + (FOLD_K - 1 - rows)
-            valid = segs < N_SEG
-            s = _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry)
-            tl.store(car + segs[:, None] * C + offs_c[None, :], s,
-                     mask=valid[:, None] & mask_c[None, :])
-            carry = _last_row(s, FOLD_K)
-        tl.store(sb_ptr + pid_b * C + offs_c, carry, mask=mask_c)
+        _fold_direction(tot, car, sb_ptr + pid_b * C, init, offs_c, mask_c, a_full, a_last,
+                        N_SEG, C, FOLD_K, True)
+
+
+@triton.jit
+def _fold_direction(tot, car, state_ptr, init, offs_c, mask_c, a_full, a_last, N_SEG, C,
+                    FOLD_K: tl.constexpr, REVERSE: tl.constexpr):
+    """One direction's walk over the segments, FOLD_K at a time, carrying the state.
+
+    Forward stores the state after segment i at entry i + 1; backward reads rows
+    reversed, as _one_direction does, and stores it at entry i.
+    """
+    rows = tl.arange(0, FOLD_K)
+    if REVERSE:
+        rows = FOLD_K - 1 - rows
+    n_tiles = tl.cdiv(N_SEG, FOLD_K)
+    tl.store(car + (N_SEG if REVERSE else 0) * C + offs_c, init, mask=mask_c)
+    carry = init
+    for jj in range(0, n_tiles):
+        j = (n_tiles - 1 - jj) if REVERSE else jj
+        segs = j * FOLD_K + rows
+        valid = segs < N_SEG
+        s = _fold_tile(tot, segs, valid, offs_c, mask_c, a_full, a_last, N_SEG, C, carry)
+        tl.store(car + (segs[:, None] + (0 if REVERSE else 1)) * C + offs_c[None, :], s,
+                 mask=valid[:, None] & mask_c[None, :])
+        carry = _last_row(s, FOLD_K)
+    tl.store(state_ptr + offs_c, carry, mask=mask_c)
 
 
 @triton.jit
@@ -468,14 +482,6 @@ def _bidirectional_segment(tok, y_row, base, start_f, start_b, offs_c, mask_c, d
     _store_merged(y_row, t0 + 1, f1, r1, ogain, gate, offs_c, mask_c, K, C, MERGE)
     _store_merged(y_row, t0 + 2, f2, r2, ogain, gate, offs_c, mask_c, K, C, MERGE)
     _store_merged(y_row, t0 + 3, f3, r3, ogain, gate, offs_c, mask_c, K, C, MERGE)
-
-
-@triton.jit
-def _store_merged(y_row, times, s_f, s_b, ogain, gate, offs_c, mask_c, K, C,
-                  MERGE: tl.constexpr):
-    y = _merge(s_f, s_b, ogain, gate, MERGE)
-    tl.store(y_row + times[:, None] * C + offs_c[None, :], y.to(y_row.dtype.element_ty),
-             mask=(times < K)[:, None] & mask_c[None, :])
 
 
 @triton.autotune(configs=autotune_configs(SPLIT_CONFIGS),
@@ -595,7 +601,7 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
               "pinned": config_dict(config) if config is not None else {}}
     if segment_steps:
         split_fn, metadata = _split_launcher(b, k, c, segment_steps, direction, merge, tokens,
-                                             params, inputs["init_state"], outputs, state_b,
+                                             params, inputs["init_state"], outputs,
                                              float(case.params.clamp), bucket, config)
         return split_fn, outputs, {**metadata, **common}
 
@@ -627,13 +633,15 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
 
 def _split_launcher(b: int, k: int, c: int, seg_steps: int, direction: int, merge: int,
                     tokens: torch.Tensor, params: tuple[torch.Tensor, ...],
-                    init: torch.Tensor, outputs: dict[str, torch.Tensor],
-                    state_b: torch.Tensor, clamp: float, bucket: str,
+                    init: torch.Tensor, outputs: dict[str, torch.Tensor], clamp: float,
+                    bucket: str,
                     config: triton.Config | None) -> tuple[Any, dict]:
     """The three launches of the split path (module docstring), over preallocated scratch."""
     decay, gain, ogain, sbias, gate = params
     y = outputs["y"]
+    # one direction writes its final state to "state"; both write state_fwd and state_bwd
     state_f = outputs["state_fwd" if direction == 2 else "state"]
+    state_b = outputs["state_bwd" if direction == 2 else "state"]
     n_seg = triton.cdiv(k, seg_steps)
     dirs = 2 if direction == 2 else 1
     # scratch, float32: segment totals [dirs, B, n_seg, C], starting states [dirs, B, n_seg+1, C]

@@ -30,11 +30,13 @@ step() {  # step NAME SECONDS ARGS...: one apex-bench run, bounded so later step
   echo "$name: exit $?, wall $(( $(date +%s) - start )) s: apex-bench $*" | tee -a "$work/steps.txt"
   tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
 }
+copy_gbps() {  # this call's measured copy bandwidth, for the dev scripts' fractions
+  python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])"
+}
 paths() {  # paths "KEY=V ..." SEGMENTS [CASES]: tilessm-scan's paths, checked, then timed
-  local sets bw
+  local sets
   sets=$(echo "$1" | sed 's/\([^ ]*\)/--set \1/g')
-  bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
-  timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "$2" --bandwidth "$bw" \
+  timeout 150 python3 scripts/dev/scan_paths.py $sets --segments "$2" --bandwidth "$(copy_gbps)" \
       --cases "${3:-forward,backward,bidirectional}" | tee -a "$work/scan-paths.jsonl"
   tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
 }
@@ -71,10 +73,9 @@ case $part in
     paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
   overlap-paths)
     # tileunpack overlap: the walk against the row-band runs (OVERLAP_RUNS), each checked first
-    bw=$(python3 -c "import json; print(json.load(open('$work/bandwidth.json'))['copy_gbps'])")
     for mode in "" --graph; do
       timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
-          --bandwidth "$bw" $mode | tee -a "$work/overlap-paths.jsonl"
+          --bandwidth "$(copy_gbps)" $mode | tee -a "$work/overlap-paths.jsonl"
     done ;;
   scan-bidir)
     paths "batch=8 channels=2048 steps=4096" 64 bidirectional
