@@ -57,6 +57,8 @@ RUNS_MAX_SLOTS = 2**21
 # tiles instead of walking all K keys. Off until it has been timed on a GPU against the
 # walk (the walk measured 48 % of copy bandwidth at the large profile, docs/perf.md).
 OVERLAP_RUNS = False
+# Tiles of a band's run tested against a pixel block at once by the runs kernel.
+OVERLAP_RUN_CHUNK = 32
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -92,6 +94,14 @@ _CONFIGS = [
     triton.Config({"BLOCK_P": 128, "BLOCK_C": 16, "CB": 8}, num_warps=4),
     triton.Config({"BLOCK_P": 512, "BLOCK_C": 8, "CB": 8}, num_warps=8),
     triton.Config({"BLOCK_P": 1024, "BLOCK_C": 4, "CB": 8}, num_warps=8),
+]
+# The overlap runs kernel finds its winners once per program: deeper channel loops
+# spread that over more channels.
+_OVERLAP_RUNS_CONFIGS = [
+    *_CONFIGS,
+    triton.Config({"BLOCK_P": 256, "BLOCK_C": 8, "CB": 16}, num_warps=4),
+    triton.Config({"BLOCK_P": 256, "BLOCK_C": 16, "CB": 16}, num_warps=8),
+    triton.Config({"BLOCK_P": 512, "BLOCK_C": 8, "CB": 16}, num_warps=8),
 ]
 
 
@@ -197,13 +207,14 @@ def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl
 
 
 @triton.jit
-def _row_band_runs_kernel(origins, run_k, run_start, run_end, K, bands, T: tl.constexpr,
+def _row_band_runs_kernel(origins, levels, run_k, run_start, run_end, K, bands, T: tl.constexpr,
                           KC: tl.constexpr, ZB: tl.constexpr):
     """One program per image: its tiles grouped by the bands of T pixel rows they meet.
 
     A tile with origin row ``oy`` meets band ``oy // T`` and, unless aligned, the next
     one, so it is listed once or twice. Band r's tiles are
-    ``run_k[b, run_start[b, r]:run_end[b, r]]`` (empty: both 0), in ascending k.
+    ``run_k[b, run_start[b, r]:run_end[b, r]]`` (empty: both 0), in ascending priority
+    (level, k): a pixel's winner is its covering tile listed last in its band.
     """
     b = tl.program_id(0)
     row = b.to(tl.int64) * bands
@@ -211,23 +222,29 @@ def _row_band_runs_kernel(origins, run_k, run_start, run_end, K, bands, T: tl.co
     i = tl.arange(0, 2 * KC)  # lane i lists tile i % KC in its first (i < KC) or second band
     k = i % KC
     oy = tl.load(origins + (b * K + k) * 2, mask=k < K, other=0)
+    lv = tl.load(levels + b * K + k, mask=k < K, other=0)
     band = tl.where(i < KC, oy // T, (oy + T - 1) // T)
     listed = (k < K) & ((i < KC) | (oy % T != 0))
-    ordered = tl.sort(tl.where(listed, band.to(tl.int64) * SLOT_UNIT + k, NO_KEY))
+    # levels are checked non-negative and K <= MAX_KC, so the key stays below SLOT_UNIT
+    key = band.to(tl.int64) * SLOT_UNIT + lv.to(tl.int64) * K + k
+    ordered = tl.sort(tl.where(listed, key, NO_KEY))
     n = tl.sum(listed.to(tl.int32), axis=0)  # the listed entries sort first
-    tl.store(run_k + b * 2 * K + i, (ordered % SLOT_UNIT).to(tl.int32), mask=i < n)
+    tl.store(run_k + b * 2 * K + i, ((ordered % SLOT_UNIT) % K).to(tl.int32), mask=i < n)
     _store_run_bounds(ordered, n, run_start, run_end, row, 2 * KC)
 
 
-@triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
+@triton.autotune(configs=autotune_configs(_OVERLAP_RUNS_CONFIGS), key=["C", "HW", "K", "T"])
 @triton.jit
-def _unpack_overlap_runs_kernel(base, packed, origins, levels, run_k, run_start, run_end, out,
-                                C, W, HW, K, bands, T: tl.constexpr, BLOCK_P: tl.constexpr,
-                                BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Override from the tiles listed in the bands of this block's rows, in any order.
+def _unpack_overlap_runs_kernel(base, packed, origins, run_k, run_start, run_end, out,
+                                C, W, HW, K, bands, T: tl.constexpr, RUN_CHUNK: tl.constexpr,
+                                BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Override from the priority-ordered tiles listed in the bands of this block's rows.
 
-    The winner of a pixel is its covering tile of highest key, so each listed tile just
-    competes on key: a tile listed in two of the block's bands competes twice, harmlessly.
+    A pixel's candidates are the tiles of its own band's run, and the run is in ascending
+    priority, so its winner is the covering tile at the highest run index. RUN_CHUNK
+    tiles of a run are tested against all pixels at once: per pixel the candidate
+    ``j * T*T + offset in tile`` is maximised, so the run index and the pixel's place in
+    the winning tile come out of one reduction (no priority keys in this kernel).
     """
     blocks = tl.cdiv(HW, BLOCK_P)
     b = tl.program_id(0) // blocks
@@ -235,20 +252,26 @@ def _unpack_overlap_runs_kernel(base, packed, origins, levels, run_k, run_start,
     py = p // W
     px = p % W
     row = b.to(tl.int64) * bands
-    win = tl.zeros([BLOCK_P], tl.int64)
-    win_key = tl.full([BLOCK_P], -NO_KEY, tl.int64)
+    runs = run_k + b.to(tl.int64) * 2 * K
+    best = tl.full([BLOCK_P], -1, tl.int32)
     for band in range(r0 // T, r1 // T + 1):
-        for j in range(tl.load(run_start + row + band), tl.load(run_end + row + band)):
-            k = tl.load(run_k + b * 2 * K + j)
-            oy = tl.load(origins + (b * K + k) * 2)
-            ox = tl.load(origins + (b * K + k) * 2 + 1)
-            key = tl.load(levels + b * K + k).to(tl.int64) * K + k
-            cov = (pmask & (py >= oy) & (py < oy + T) & (px >= ox) & (px < ox + T)
-                   & (key > win_key))
-            win_key = tl.where(cov, key, win_key)
-            win = tl.where(cov, k.to(tl.int64) * C * T * T + (py - oy) * T + (px - ox), win)
-    _store_winners(base, packed, out, b, p, pmask, win, win_key > -NO_KEY, C, HW, K, T,
-                   BLOCK_C, CB)
+        mine = pmask & (py // T == band)
+        end = tl.load(run_end + row + band)
+        for j0 in range(tl.load(run_start + row + band), end, RUN_CHUNK):
+            j = j0 + tl.arange(0, RUN_CHUNK)
+            jm = j < end
+            k = tl.load(runs + j, mask=jm, other=0)
+            oy = tl.load(origins + (b * K + k) * 2, mask=jm, other=-2 * T)[:, None]
+            ox = tl.load(origins + (b * K + k) * 2 + 1, mask=jm, other=-2 * T)[:, None]
+            dy = py[None, :] - oy
+            dx = px[None, :] - ox
+            cov = mine[None, :] & (dy >= 0) & (dy < T) & (dx >= 0) & (dx < T)
+            cand = tl.where(cov, j[:, None] * (T * T) + dy * T + dx, -1)
+            best = tl.maximum(best, tl.max(cand, axis=0))
+    covered = best >= 0
+    k = tl.load(runs + best // (T * T), mask=covered, other=0)
+    win = k.to(tl.int64) * C * T * T + best % (T * T)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
@@ -469,9 +492,11 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
                                       "levels": inputs["levels"]})
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
-    if case.name == "overlap" and OVERLAP_RUNS and packed.shape[1] <= MAX_KC:
+    k, t = packed.shape[1], packed.shape[-1]
+    # the runs kernel's candidates (run index * T*T + offset) are int32
+    if case.name == "overlap" and OVERLAP_RUNS and k <= MAX_KC and 2 * k * t * t < 2**31:
         return _overlap_runs_launcher(case, inputs)
-    if case.name == "overlap" or packed.shape[1] > ALIGNED_MAX_K:
+    if case.name == "overlap" or k > ALIGNED_MAX_K:
         return _walk_launcher(case, inputs)
     return _band_launcher(case, inputs)
 
@@ -550,7 +575,7 @@ def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
 
 
 def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    base, packed, origins = inputs["base"], inputs["packed"], inputs["origins"]
+    base, packed, origins, levels = (inputs[n] for n in ("base", "packed", "origins", "levels"))
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     bands = triton.cdiv(h, t)
@@ -562,23 +587,26 @@ def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launc
 
     def prepass() -> None:
         TRACKER.launch(f"tileunpack-{case.name}", _row_band_runs_kernel, (b,),
-                       shape_bucket(b, c, h, w, t, k), origins, run_k, run_bounds[0],
+                       shape_bucket(b, c, h, w, t, k), origins, levels, run_k, run_bounds[0],
                        run_bounds[1], k, bands, T=t, heuristic_config=runs_config,
                        **runs_config)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
+    constexprs = {"T": t, "RUN_CHUNK": OVERLAP_RUN_CHUNK}
     metadata = {
         "decomposition": "axis0 = (b, flat pixel block), axis1 = CB channel blocks; the "
-                         "tiles of the block's bands of T rows, listed once per image by a "
-                         "prepass (_row_band_runs_kernel), compete on priority key",
+                         "tiles of each pixel's band of T rows, listed in ascending priority "
+                         "once per image by a prepass (_row_band_runs_kernel), tested "
+                         "RUN_CHUNK at a time; the last covering one wins",
         "prepass": "_row_band_runs_kernel",
+        **constexprs,
         "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
     }
-    data = (base, packed, origins, inputs["levels"], run_k, run_bounds[0], run_bounds[1])
+    data = (base, packed, origins, run_k, run_bounds[0], run_bounds[1])
     return _launcher(case, inputs, (_unpack_overlap_runs_kernel, None), data, grid,
-                     (c, w, h * w, k, bands), {"T": t}, metadata, prepass)
+                     (c, w, h * w, k, bands), constexprs, metadata, prepass)
 
 
 def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],

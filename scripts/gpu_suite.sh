@@ -10,10 +10,11 @@
 #   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
 #   bash scripts/gpu_suite.sh scan-bidir OUT  the bidirectional split path alone
 #   bash scripts/gpu_suite.sh overlap-paths OUT  tileunpack overlap: walk vs row-band runs
+#   bash scripts/gpu_suite.sh scan-check OUT  the scan's split path in bf16/fp32, and under --graph
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|scan-check|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -82,6 +83,12 @@ case $part in
     step large-scan-big-bidir 150 --profile large --set steps=4096 --set channels=2048 \
         --backends triton --workloads tilessm-scan:bidirectional
     paths "batch=32 channels=4096 steps=512" 64 bidirectional ;;
+  scan-check)
+    # K = 4096 takes the split path (three launches over scratch): every dtype, and graphs
+    step scan-check-big 200 --profile large --set steps=4096 --set channels=2048 \
+        --backends triton --workloads tilessm-scan --dtype bf16,fp32 --min-time 0.02 --max-time 0.2
+    step scan-check-big-graph 120 --profile large --set steps=4096 --set channels=2048 \
+        --backends triton --workloads tilessm-scan --graph ;;
   check)
     step check-fixed 250 --backends triton --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   check-large)

@@ -24,9 +24,9 @@ PATHS = {  # module constants that force each path of the aligned cases
     "band-sort": {"RUNS_MIN_K": 2**30},
     "band-runs": {"RUNS_MIN_K": 0},
 }
-OVERLAP_PATHS = {  # and of overlapping origins
+OVERLAP_PATHS = {  # and of overlapping origins (row-band runs tested N tiles at a time)
     "walk": {"OVERLAP_RUNS": False},
-    "row-band-runs": {"OVERLAP_RUNS": True},
+    **{f"row-band-runs-{n}": {"OVERLAP_RUNS": True, "OVERLAP_RUN_CHUNK": n} for n in (1, 16, 32, 64)},
 }
 
 parser = argparse.ArgumentParser()
@@ -42,7 +42,7 @@ overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
 workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
 defaults = {name: getattr(tileunpack, name)
-            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS")}
+            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS", "OVERLAP_RUN_CHUNK")}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))

@@ -120,17 +120,29 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
     origins = torch.tensor([[[0, 0], [3, 1], [4, 2], [14, 0], [7, 7], [4, 9], [13, 3]],
                             [[1, 1], [1, 1], [8, 0], [0, 5], [10, 2], [12, 12], [5, 5]]],
                            dtype=torch.int32)
+    levels = torch.tensor([[2, 0, 1, 1, 3, 0, 2], [1, 1, 0, 3, 0, 2, 1]], dtype=torch.int32)
     bands = -(-height // t)
     run_k = torch.full((2, 2 * k), -1, dtype=torch.int32)
     bounds = torch.full((2, 2, bands), -1, dtype=torch.int32)  # poisoned: the prepass zeroes
-    tileunpack._row_band_runs_kernel[(2,)](origins, run_k, bounds[0], bounds[1], k, bands,
-                                           T=t, KC=8, ZB=4)
+    tileunpack._row_band_runs_kernel[(2,)](origins, levels, run_k, bounds[0], bounds[1], k,
+                                           bands, T=t, KC=8, ZB=4)
     for b in range(2):
         for band in range(bands):
-            want = [i for i in range(k)
-                    if origins[b, i, 0] // t <= band <= (origins[b, i, 0] + t - 1) // t]
+            meets = [i for i in range(k)
+                     if origins[b, i, 0] // t <= band <= (origins[b, i, 0] + t - 1) // t]
+            want = sorted(meets, key=lambda i: (int(levels[b, i]), i))  # ascending priority
             start, end = int(bounds[0, b, band]), int(bounds[1, b, band])
             assert run_k[b, start:end].tolist() == want, (b, band)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 64])
+def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # chunks shorter and longer than a band's run (smoke: K = 6 tiles in 4 bands)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUN_CHUNK", chunk)
+    metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
+                              stacked_tied_tiles)
+    assert metadata["RUN_CHUNK"] == chunk
 
 
 def test_tileunpack_overlap_band_runs_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
