@@ -56,9 +56,13 @@ RUNS_MAX_SLOTS = 2**21
 # the bands of T pixel rows they meet, and the override kernel reads only its band's
 # tiles instead of walking all K keys. Off until it has been timed on a GPU against the
 # walk (the walk measured 48 % of copy bandwidth at the large profile, docs/perf.md).
-OVERLAP_RUNS = False
-# Tiles of a band's run tested against a pixel block at once by the runs kernel.
-OVERLAP_RUN_CHUNK = 32
+OVERLAP_RUNS = True
+# Tiles of a band's run tested against a pixel block at once by the runs kernels.
+OVERLAP_RUN_CHUNK = 16
+# Pixel rows of one band per program (a power of two); 0: flat pixel blocks instead.
+OVERLAP_BAND_ROWS = 8
+# Read base under the block mask only (vectorised), not per pixel where no tile wins.
+OVERLAP_READ_ALL_BASE = True
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -102,6 +106,17 @@ _OVERLAP_RUNS_CONFIGS = [
     triton.Config({"BLOCK_P": 256, "BLOCK_C": 8, "CB": 16}, num_warps=4),
     triton.Config({"BLOCK_P": 256, "BLOCK_C": 16, "CB": 16}, num_warps=8),
     triton.Config({"BLOCK_P": 512, "BLOCK_C": 8, "CB": 16}, num_warps=8),
+]
+# Band blocks: RB rows (set by the launcher) x BW columns.
+_OVERLAP_BAND_CONFIGS = [
+    triton.Config({"BW": 32, "BLOCK_C": 8, "CB": 8}, num_warps=4),
+    triton.Config({"BW": 32, "BLOCK_C": 8, "CB": 32}, num_warps=4),
+    triton.Config({"BW": 64, "BLOCK_C": 4, "CB": 16}, num_warps=4),
+    triton.Config({"BW": 64, "BLOCK_C": 8, "CB": 4}, num_warps=4),
+    triton.Config({"BW": 64, "BLOCK_C": 8, "CB": 16}, num_warps=8),
+    triton.Config({"BW": 128, "BLOCK_C": 4, "CB": 8}, num_warps=8),
+    triton.Config({"BW": 128, "BLOCK_C": 4, "CB": 32}, num_warps=8),
+    triton.Config({"BW": 128, "BLOCK_C": 8, "CB": 8}, num_warps=8),
 ]
 
 
@@ -193,8 +208,13 @@ def _unpack_override_kernel(base, packed, origins, levels, out, C, W, HW, K,
 
 @triton.jit
 def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl.constexpr,
-                   BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Each output element once: from the pixel's winning tile (``win``), else from base."""
+                   BLOCK_C: tl.constexpr, CB: tl.constexpr, READ_ALL_BASE: tl.constexpr = False):
+    """Each output element once: from the pixel's winning tile (``win``), else from base.
+
+    With READ_ALL_BASE, base is read under the block's own mask only, not where a tile
+    wins too: a per-pixel mask splits the load into scalar ones, a block mask keeps it
+    vectorised (the minimal bytes count all of base read once either way).
+    """
     cov2 = covered[None, :]
     tiles = packed + b.to(tl.int64) * K * C * T * T + win[None, :]
     for i in range(CB):
@@ -202,7 +222,10 @@ def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl
         m2 = (c < C)[:, None] & pmask[None, :]
         tile_val = tl.load(tiles + (c.to(tl.int64) * T * T)[:, None], mask=m2 & cov2)
         offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + p[None, :]
-        base_val = tl.load(base + offs, mask=m2 & ~cov2)
+        if READ_ALL_BASE:
+            base_val = tl.load(base + offs, mask=m2)
+        else:
+            base_val = tl.load(base + offs, mask=m2 & ~cov2)
         tl.store(out + offs, tl.where(cov2, tile_val, base_val), mask=m2)
 
 
@@ -233,19 +256,45 @@ def _row_band_runs_kernel(origins, levels, run_k, run_start, run_end, K, bands, 
     _store_run_bounds(ordered, n, run_start, run_end, row, 2 * KC)
 
 
+@triton.jit
+def _run_best(runs, origins, b, K, start, end, py, px, mine, best, T: tl.constexpr,
+              RUN_CHUNK: tl.constexpr):
+    """Fold one band's run ``runs[start:end]`` into each pixel's best candidate.
+
+    The run is in ascending priority, so a pixel's winner is the covering tile at the
+    highest run index j. RUN_CHUNK tiles are tested against all pixels at once, and the
+    candidate ``j * T*T + offset in tile`` is maximised: the run index and the pixel's
+    place in the winning tile come out of one reduction, with no priority keys.
+    """
+    for j0 in range(start, end, RUN_CHUNK):
+        j = j0 + tl.arange(0, RUN_CHUNK)
+        jm = j < end
+        k = tl.load(runs + j, mask=jm, other=0)
+        oy = tl.load(origins + (b * K + k) * 2, mask=jm, other=-2 * T)[:, None]
+        ox = tl.load(origins + (b * K + k) * 2 + 1, mask=jm, other=-2 * T)[:, None]
+        dy = py[None, :] - oy
+        dx = px[None, :] - ox
+        cov = mine[None, :] & (dy >= 0) & (dy < T) & (dx >= 0) & (dx < T)
+        cand = tl.where(cov, j[:, None] * (T * T) + dy * T + dx, -1)
+        best = tl.maximum(best, tl.max(cand, axis=0))
+    return best
+
+
+@triton.jit
+def _run_winners(runs, best, C, T: tl.constexpr):
+    """Per pixel its winning tile element (offset in the image's packed tiles) and coverage."""
+    covered = best >= 0
+    k = tl.load(runs + best // (T * T), mask=covered, other=0)
+    return k.to(tl.int64) * C * T * T + best % (T * T), covered
+
+
 @triton.autotune(configs=autotune_configs(_OVERLAP_RUNS_CONFIGS), key=["C", "HW", "K", "T"])
 @triton.jit
 def _unpack_overlap_runs_kernel(base, packed, origins, run_k, run_start, run_end, out,
                                 C, W, HW, K, bands, T: tl.constexpr, RUN_CHUNK: tl.constexpr,
-                                BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Override from the priority-ordered tiles listed in the bands of this block's rows.
-
-    A pixel's candidates are the tiles of its own band's run, and the run is in ascending
-    priority, so its winner is the covering tile at the highest run index. RUN_CHUNK
-    tiles of a run are tested against all pixels at once: per pixel the candidate
-    ``j * T*T + offset in tile`` is maximised, so the run index and the pixel's place in
-    the winning tile come out of one reduction (no priority keys in this kernel).
-    """
+                                READ_ALL_BASE: tl.constexpr, BLOCK_P: tl.constexpr,
+                                BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Override over a flat pixel block: each pixel competes among its own band's run."""
     blocks = tl.cdiv(HW, BLOCK_P)
     b = tl.program_id(0) // blocks
     p, pmask, r0, r1, c0, c1 = _pixel_block(tl.program_id(0) % blocks, W, HW, BLOCK_P)
@@ -255,23 +304,49 @@ def _unpack_overlap_runs_kernel(base, packed, origins, run_k, run_start, run_end
     runs = run_k + b.to(tl.int64) * 2 * K
     best = tl.full([BLOCK_P], -1, tl.int32)
     for band in range(r0 // T, r1 // T + 1):
-        mine = pmask & (py // T == band)
-        end = tl.load(run_end + row + band)
-        for j0 in range(tl.load(run_start + row + band), end, RUN_CHUNK):
-            j = j0 + tl.arange(0, RUN_CHUNK)
-            jm = j < end
-            k = tl.load(runs + j, mask=jm, other=0)
-            oy = tl.load(origins + (b * K + k) * 2, mask=jm, other=-2 * T)[:, None]
-            ox = tl.load(origins + (b * K + k) * 2 + 1, mask=jm, other=-2 * T)[:, None]
-            dy = py[None, :] - oy
-            dx = px[None, :] - ox
-            cov = mine[None, :] & (dy >= 0) & (dy < T) & (dx >= 0) & (dx < T)
-            cand = tl.where(cov, j[:, None] * (T * T) + dy * T + dx, -1)
-            best = tl.maximum(best, tl.max(cand, axis=0))
-    covered = best >= 0
-    k = tl.load(runs + best // (T * T), mask=covered, other=0)
-    win = k.to(tl.int64) * C * T * T + best % (T * T)
-    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB)
+        best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
+                         tl.load(run_end + row + band), py, px, pmask & (py // T == band),
+                         best, T, RUN_CHUNK)
+    win, covered = _run_winners(runs, best, C, T)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
+                   READ_ALL_BASE)
+
+
+@triton.autotune(configs=autotune_configs(_OVERLAP_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
+@triton.jit
+def _unpack_overlap_band_runs_kernel(base, packed, origins, run_k, run_start, run_end, out,
+                                     C, H, W, HW, K, bands, T: tl.constexpr, RB: tl.constexpr,
+                                     RUN_CHUNK: tl.constexpr, READ_ALL_BASE: tl.constexpr,
+                                     BW: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Override over RB pixel rows x BW columns inside one band: one run serves all pixels.
+
+    Rows of a band are read together, so a tile's rows in the band are read by one
+    program (whole 32-byte sectors of its T-element rows), and each block row is BW
+    contiguous elements of base and out.
+    """
+    CHUNKS: tl.constexpr = (T + RB - 1) // RB
+    col_blocks = tl.cdiv(W, BW)
+    pid = tl.program_id(0)
+    cb = pid % col_blocks
+    rest = pid // col_blocks
+    chunk = rest % CHUNKS
+    rest = rest // CHUNKS
+    band = rest % bands
+    b = rest // bands
+    i = tl.arange(0, RB * BW)
+    dy = chunk * RB + i // BW
+    py = band * T + dy
+    px = cb * BW + i % BW
+    pmask = (dy < T) & (py < H) & (px < W)
+    p = py * W + px
+    row = b.to(tl.int64) * bands
+    runs = run_k + b.to(tl.int64) * 2 * K
+    best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
+                     tl.load(run_end + row + band), py, px, pmask,
+                     tl.full([RB * BW], -1, tl.int32), T, RUN_CHUNK)
+    win, covered = _run_winners(runs, best, C, T)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
+                   READ_ALL_BASE)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
@@ -591,22 +666,38 @@ def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launc
                        run_bounds[1], k, bands, T=t, heuristic_config=runs_config,
                        **runs_config)
 
-    def grid(meta: dict[str, Any]) -> tuple[int, int]:
-        return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
-
-    constexprs = {"T": t, "RUN_CHUNK": OVERLAP_RUN_CHUNK}
-    metadata = {
-        "decomposition": "axis0 = (b, flat pixel block), axis1 = CB channel blocks; the "
-                         "tiles of each pixel's band of T rows, listed in ascending priority "
-                         "once per image by a prepass (_row_band_runs_kernel), tested "
-                         "RUN_CHUNK at a time; the last covering one wins",
-        "prepass": "_row_band_runs_kernel",
-        **constexprs,
-        "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
-    }
+    constexprs = {"T": t, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "READ_ALL_BASE": OVERLAP_READ_ALL_BASE}
     data = (base, packed, origins, run_k, run_bounds[0], run_bounds[1])
-    return _launcher(case, inputs, (_unpack_overlap_runs_kernel, None), data, grid,
-                     (c, w, h * w, k, bands), constexprs, metadata, prepass)
+    metadata = {"prepass": "_row_band_runs_kernel", "autotuned": ["BLOCK_C", "CB", "num_warps"]}
+    listing = ("the tiles of each pixel's band of T rows, listed in ascending priority once "
+               "per image by a prepass (_row_band_runs_kernel), tested RUN_CHUNK at a time; "
+               "the last covering one wins")
+    if OVERLAP_BAND_ROWS:
+        rb = min(OVERLAP_BAND_ROWS, triton.next_power_of_2(t))
+        constexprs["RB"] = rb
+
+        def grid(meta: dict[str, Any]) -> tuple[int, int]:
+            # sized from the config the autotuner actually runs, never from a fixed block
+            return (b * bands * triton.cdiv(t, rb) * triton.cdiv(w, meta["BW"]),
+                    triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+        metadata["decomposition"] = ("axis0 = (b, band of T rows, chunk of RB rows, block of BW "
+                                     f"columns), axis1 = CB channel blocks; {listing}")
+        metadata["autotuned"] = ["BW", *metadata["autotuned"]]
+        kernel = _unpack_overlap_band_runs_kernel
+        sizes: tuple[int, ...] = (c, h, w, h * w, k, bands)
+    else:
+        def grid(meta: dict[str, Any]) -> tuple[int, int]:
+            return (b * triton.cdiv(h * w, meta["BLOCK_P"]),
+                    triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+        metadata["decomposition"] = ("axis0 = (b, flat pixel block), axis1 = CB channel blocks; "
+                                     + listing)
+        metadata["autotuned"] = ["BLOCK_P", *metadata["autotuned"]]
+        kernel = _unpack_overlap_runs_kernel
+        sizes = (c, w, h * w, k, bands)
+    return _launcher(case, inputs, (kernel, None), data, grid, sizes, constexprs,
+                     {**metadata, **constexprs}, prepass)
 
 
 def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],

@@ -10,11 +10,12 @@
 #   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
 #   bash scripts/gpu_suite.sh scan-bidir OUT  the bidirectional split path alone
 #   bash scripts/gpu_suite.sh overlap-paths OUT  tileunpack overlap: walk vs row-band runs
+#   bash scripts/gpu_suite.sh overlap OUT  overlap paths (eager), then apex-bench large and fixed
 #   bash scripts/gpu_suite.sh scan-check OUT  the scan's split path in bf16/fp32, and under --graph
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|scan-check|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -78,6 +79,14 @@ case $part in
       timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
           --bandwidth "$(copy_gbps)" $mode | tee -a "$work/overlap-paths.jsonl"
     done ;;
+  overlap)
+    # tileunpack overlap: its paths (eager), then apex-bench at the large and fixed profiles
+    timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
+        --bandwidth "$(copy_gbps)" | tee -a "$work/overlap-paths.jsonl"
+    step large-overlap 200 --profile large --backends $all --workloads tileunpack:overlap
+    step fixed-overlap 100 --backends $all --workloads tileunpack:overlap
+    step fixed-overlap-graph 60 --backends $all --workloads tileunpack:overlap --graph
+    step check-overlap 60 --backends triton --workloads tileunpack:overlap --dtype bf16,fp32 ;;
   scan-bidir)
     paths "batch=8 channels=2048 steps=4096" 64 bidirectional
     step large-scan-big-bidir 150 --profile large --set steps=4096 --set channels=2048 \

@@ -24,10 +24,18 @@ PATHS = {  # module constants that force each path of the aligned cases
     "band-sort": {"RUNS_MIN_K": 2**30},
     "band-runs": {"RUNS_MIN_K": 0},
 }
-OVERLAP_PATHS = {  # and of overlapping origins (row-band runs tested N tiles at a time)
+OVERLAP_PATHS = {  # and of overlapping origins: flat or band pixel blocks over row-band runs
     "walk": {"OVERLAP_RUNS": False},
-    **{f"row-band-runs-{n}": {"OVERLAP_RUNS": True, "OVERLAP_RUN_CHUNK": n} for n in (1, 16, 32, 64)},
+    "flat-16": {"OVERLAP_BAND_ROWS": 0, "OVERLAP_READ_ALL_BASE": False},
+    "flat-16-allbase": {"OVERLAP_BAND_ROWS": 0},
+    "band8-16": {"OVERLAP_READ_ALL_BASE": False},
+    "band8-16-allbase": {},
+    "band8-8-allbase": {"OVERLAP_RUN_CHUNK": 8},
+    "band8-32-allbase": {"OVERLAP_RUN_CHUNK": 32},
+    "band4-16-allbase": {"OVERLAP_BAND_ROWS": 4},
 }
+OVERLAP_DEFAULTS = {"OVERLAP_RUNS": True, "OVERLAP_RUN_CHUNK": 16, "OVERLAP_BAND_ROWS": 8,
+                    "OVERLAP_READ_ALL_BASE": True}
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--profile", default="large")
@@ -41,14 +49,14 @@ args = parser.parse_args()
 overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
 workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
-defaults = {name: getattr(tileunpack, name)
-            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS", "OVERLAP_RUN_CHUNK")}
+defaults = {name: getattr(tileunpack, name) for name in ("ALIGNED_MAX_K", "RUNS_MIN_K")}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
     minimal = workload.work(case).bytes_moved
-    for path, constants in (OVERLAP_PATHS if case.name == "overlap" else PATHS).items():
-        for name, value in {**defaults, **constants}.items():
+    overlap = case.name == "overlap"
+    for path, constants in (OVERLAP_PATHS if overlap else PATHS).items():
+        for name, value in {**defaults, **(OVERLAP_DEFAULTS if overlap else {}), **constants}.items():
             setattr(tileunpack, name, value)
         launch, outputs, meta = tileunpack.make_launcher(case, inputs)
         for out in outputs.values():
@@ -64,6 +72,7 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
             us = triton.testing.do_bench(launch, warmup=50, rep=300, return_mode="median") * 1e3
         row = {"case": case.name, "params": overrides, "path": path, "graph": args.graph,
                "kernel": meta["kernel"],
+               "config": str(getattr(getattr(tileunpack, meta["kernel"]), "best_config", "")),
                "ok": accuracy.passed, "us": round(us, 2), "gbps": round(minimal / us / 1e3, 1)}
         if args.bandwidth:
             row["fraction"] = round(minimal / us / 1e3 / args.bandwidth, 3)

@@ -103,16 +103,19 @@ def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None
     check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
 
 
-# Band runs for overlapping origins (OVERLAP_RUNS, off by default until timed on a GPU).
-# On the smoke map (16 x 16, t = 4) the interpreter's BLOCK_P = 128 spans 8 pixel rows,
-# so a block reads two bands' runs, and unaligned tiles are listed in two bands.
+# Band runs for overlapping origins (OVERLAP_RUNS). On the smoke map (16 x 16, t = 4)
+# the interpreter's flat BLOCK_P = 128 spans 8 pixel rows, so a flat block reads two
+# bands' runs; band blocks (OVERLAP_BAND_ROWS) read one. Unaligned tiles are listed in
+# two bands.
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
-def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str,
+@pytest.mark.parametrize("band_rows", [0, 8])
+def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str, band_rows: int,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "OVERLAP_BAND_ROWS", band_rows)
     metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
-    assert (metadata["kernel"], metadata["prepass"]) == ("_unpack_overlap_runs_kernel",
-                                                         "_row_band_runs_kernel")
+    kernel = "_unpack_overlap_band_runs_kernel" if band_rows else "_unpack_overlap_runs_kernel"
+    assert (metadata["kernel"], metadata["prepass"]) == (kernel, "_row_band_runs_kernel")
 
 
 def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
@@ -135,14 +138,20 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
             assert run_k[b, start:end].tolist() == want, (b, band)
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 64])
-def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # chunks shorter and longer than a band's run (smoke: K = 6 tiles in 4 bands)
+@pytest.mark.parametrize(("chunk", "band_rows", "read_all_base"),
+                         [(1, 0, False), (2, 2, True), (64, 8, False), (64, 1, True)])
+def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, band_rows: int, read_all_base: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # run chunks shorter and longer than a band's run (K = 9 tiles in 4 bands), and band
+    # blocks of fewer rows than a band (t = 4)
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
     monkeypatch.setattr(tileunpack, "OVERLAP_RUN_CHUNK", chunk)
+    monkeypatch.setattr(tileunpack, "OVERLAP_BAND_ROWS", band_rows)
+    monkeypatch.setattr(tileunpack, "OVERLAP_READ_ALL_BASE", read_all_base)
     metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
                               stacked_tied_tiles)
-    assert metadata["RUN_CHUNK"] == chunk
+    # blocks never take more rows than a band has (t = 4)
+    assert (metadata["RUN_CHUNK"], metadata.get("RB", 0)) == (chunk, min(band_rows, 4))
 
 
 def test_tileunpack_overlap_band_runs_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,7 +187,8 @@ def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
     assert metadata["kernel"] == f"_unpack_{case_name}_band_kernel"
     assert (metadata["PRESORTED"], "prepass" in metadata) == (False, False)  # K = 5 < RUNS_MIN_K
     overlap = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, SHAPES["c6-t8-wide"], calls=1)
-    assert overlap["kernel"] == "_unpack_override_kernel"
+    assert (overlap["kernel"], overlap["prepass"]) == ("_unpack_overlap_band_runs_kernel",
+                                                       "_row_band_runs_kernel")
 
 
 @pytest.mark.parametrize("case_name", ["override", "blend"])
