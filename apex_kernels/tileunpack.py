@@ -222,10 +222,7 @@ def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl
         m2 = (c < C)[:, None] & pmask[None, :]
         tile_val = tl.load(tiles + (c.to(tl.int64) * T * T)[:, None], mask=m2 & cov2)
         offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + p[None, :]
-        if READ_ALL_BASE:
-            base_val = tl.load(base + offs, mask=m2)
-        else:
-            base_val = tl.load(base + offs, mask=m2 & ~cov2)
+        base_val = tl.load(base + offs, mask=m2 if READ_ALL_BASE else m2 & ~cov2)
         tl.store(out + offs, tl.where(cov2, tile_val, base_val), mask=m2)
 
 
