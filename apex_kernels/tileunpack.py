@@ -56,13 +56,15 @@ RUNS_MAX_SLOTS = 2**21
 # the bands of T pixel rows they meet, and the override kernel reads only its band's
 # tiles instead of walking all K keys. Off until it has been timed on a GPU against the
 # walk (the walk measured 48 % of copy bandwidth at the large profile, docs/perf.md).
-OVERLAP_RUNS = True
+OVERLAP_RUNS_MIN_K = RUNS_MIN_K
 # Tiles of a band's run tested against a pixel block at once by the runs kernels.
 OVERLAP_RUN_CHUNK = 16
 # Pixel rows of one band per program (a power of two); 0: flat pixel blocks instead.
 OVERLAP_BAND_ROWS = 8
 # Read base under the block mask only (vectorised), not per pixel where no tile wins.
 OVERLAP_READ_ALL_BASE = True
+# Find the winners in their own pass (a map of one int32 per pixel), then stream.
+OVERLAP_WINNER_MAP = True
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -346,6 +348,53 @@ def _unpack_overlap_band_runs_kernel(base, packed, origins, run_k, run_start, ru
                    READ_ALL_BASE)
 
 
+@triton.jit
+def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K, bands,
+                       T: tl.constexpr, RB: tl.constexpr, BW: tl.constexpr,
+                       RUN_CHUNK: tl.constexpr):
+    """Per pixel of RB rows x BW columns of one band: ``k * T*T + offset`` of its winning
+    tile element, or -1 where no tile covers it (``winners[b, y * W + x]``)."""
+    CHUNKS: tl.constexpr = (T + RB - 1) // RB
+    col_blocks = tl.cdiv(W, BW)
+    pid = tl.program_id(0)
+    cb = pid % col_blocks
+    rest = pid // col_blocks
+    chunk = rest % CHUNKS
+    rest = rest // CHUNKS
+    band = rest % bands
+    b = rest // bands
+    i = tl.arange(0, RB * BW)
+    dy = chunk * RB + i // BW
+    py = band * T + dy
+    px = cb * BW + i % BW
+    pmask = (dy < T) & (py < H) & (px < W)
+    row = b.to(tl.int64) * bands
+    runs = run_k + b.to(tl.int64) * 2 * K
+    best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
+                     tl.load(run_end + row + band), py, px, pmask,
+                     tl.full([RB * BW], -1, tl.int32), T, RUN_CHUNK)
+    covered = best >= 0
+    k = tl.load(runs + best // (T * T), mask=covered, other=0)
+    code = tl.where(covered, k * (T * T) + best % (T * T), -1)
+    tl.store(winners + b.to(tl.int64) * HW + py * W + px, code, mask=pmask)
+
+
+@triton.autotune(configs=autotune_configs(_OVERLAP_RUNS_CONFIGS), key=["C", "HW", "K", "T"])
+@triton.jit
+def _unpack_winner_map_kernel(base, packed, winners, out, C, HW, K, T: tl.constexpr,
+                              BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Override from a precomputed winner map: a pure streaming pass over base and out."""
+    blocks = tl.cdiv(HW, BLOCK_P)
+    b = tl.program_id(0) // blocks
+    p = (tl.program_id(0) % blocks) * BLOCK_P + tl.arange(0, BLOCK_P)
+    pmask = p < HW
+    code = tl.load(winners + b.to(tl.int64) * HW + p, mask=pmask, other=-1)
+    covered = code >= 0
+    win = (code // (T * T)).to(tl.int64) * C * T * T + code % (T * T)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
+                   True)
+
+
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
 @triton.jit
 def _unpack_blend_kernel(base, packed, origins, levels, alpha, out, C, W, HW, K,
@@ -566,7 +615,7 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     # are made), so whole tile slots can be handled per program
     k, t = packed.shape[1], packed.shape[-1]
     # the runs kernel's candidates (run index * T*T + offset) are int32
-    if case.name == "overlap" and OVERLAP_RUNS and k <= MAX_KC and 2 * k * t * t < 2**31:
+    if case.name == "overlap" and OVERLAP_RUNS_MIN_K <= k <= MAX_KC and 2 * k * t * t < 2**31:
         return _overlap_runs_launcher(case, inputs)
     if case.name == "overlap" or k > ALIGNED_MAX_K:
         return _walk_launcher(case, inputs)
@@ -663,6 +712,8 @@ def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launc
                        run_bounds[1], k, bands, T=t, heuristic_config=runs_config,
                        **runs_config)
 
+    if OVERLAP_WINNER_MAP:
+        return _winner_map_launcher(case, inputs, run_k, run_bounds, prepass)
     constexprs = {"T": t, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "READ_ALL_BASE": OVERLAP_READ_ALL_BASE}
     data = (base, packed, origins, run_k, run_bounds[0], run_bounds[1])
     metadata = {"prepass": "_row_band_runs_kernel", "autotuned": ["BLOCK_C", "CB", "num_warps"]}
@@ -695,6 +746,42 @@ def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launc
         sizes = (c, w, h * w, k, bands)
     return _launcher(case, inputs, (kernel, None), data, grid, sizes, constexprs,
                      {**metadata, **constexprs}, prepass)
+
+
+def _winner_map_launcher(case: Case, inputs: dict[str, torch.Tensor], run_k: torch.Tensor,
+                         run_bounds: torch.Tensor, runs_prepass: Callable[[], None]) -> Launcher:
+    base, packed, origins = inputs["base"], inputs["packed"], inputs["origins"]
+    b, c, h, w = base.shape
+    k, t = packed.shape[1], packed.shape[-1]
+    bands = triton.cdiv(h, t)
+    rb = min(OVERLAP_BAND_ROWS or 8, triton.next_power_of_2(t))
+    bw = min(64, triton.next_power_of_2(w))
+    map_config = {"RB": rb, "BW": bw, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "num_warps": 4}
+    map_grid = (b * bands * triton.cdiv(t, rb) * triton.cdiv(w, bw),)
+    winners = torch.empty((b, h * w), dtype=torch.int32, device=base.device)  # once, here
+    bucket = shape_bucket(b, c, h, w, t, k)
+
+    def prepass() -> None:
+        runs_prepass()
+        TRACKER.launch(f"tileunpack-{case.name}", _winner_map_kernel, map_grid, bucket,
+                       origins, run_k, run_bounds[0], run_bounds[1], winners, h, w, h * w, k,
+                       bands, T=t, heuristic_config=map_config, **map_config)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
+
+    metadata = {
+        "decomposition": "three launches: the tiles of each band of T rows listed in ascending "
+                         "priority (_row_band_runs_kernel, one program per image); each "
+                         "pixel's winning tile element from its band's run (_winner_map_kernel, "
+                         "RB rows x BW columns per program); then axis0 = (b, flat pixel "
+                         "block), axis1 = CB channel blocks copying from the winner or base",
+        "prepass": "_row_band_runs_kernel, _winner_map_kernel",
+        "T": t, **{n: v for n, v in map_config.items() if n != "num_warps"},
+        "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
+    }
+    return _launcher(case, inputs, (_unpack_winner_map_kernel, None), (base, packed, winners),
+                     grid, (c, h * w, k), {"T": t}, metadata, prepass)
 
 
 def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],

@@ -74,10 +74,16 @@ case $part in
     step large-scan-triton 150 --profile large --backends triton --workloads tilessm-scan
     paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
   overlap-paths)
-    # tileunpack overlap: the walk against the row-band runs (OVERLAP_RUNS), each checked first
-    for mode in "" --graph; do
-      timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
-          --bandwidth "$(copy_gbps)" $mode | tee -a "$work/overlap-paths.jsonl"
+    # tileunpack overlap: the walk against the row-band runs variants, each checked first,
+    # then ncu on the two fastest kinds (autotuned outside the profiled range)
+    timeout 240 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
+        --bandwidth "$(copy_gbps)" | tee -a "$work/overlap-paths.jsonl"
+    for which in overlap-flat overlap-map; do
+      timeout 120 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
+          --section LaunchStats --section MemoryWorkloadAnalysis \
+          python3 scripts/dev/ncu_unpack.py $which > "$work/ncu-$which.txt" 2>&1
+      grep -E "^  [a-z_]|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occ|DRAM|Block Limit" \
+          "$work/ncu-$which.txt" | head -60
     done ;;
   overlap)
     # tileunpack overlap: its paths (eager), then apex-bench at the large and fixed profiles

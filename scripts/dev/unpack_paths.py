@@ -24,18 +24,17 @@ PATHS = {  # module constants that force each path of the aligned cases
     "band-sort": {"RUNS_MIN_K": 2**30},
     "band-runs": {"RUNS_MIN_K": 0},
 }
-OVERLAP_PATHS = {  # and of overlapping origins: flat or band pixel blocks over row-band runs
-    "walk": {"OVERLAP_RUNS": False},
-    "flat-16": {"OVERLAP_BAND_ROWS": 0, "OVERLAP_READ_ALL_BASE": False},
-    "flat-16-allbase": {"OVERLAP_BAND_ROWS": 0},
-    "band8-16": {"OVERLAP_READ_ALL_BASE": False},
-    "band8-16-allbase": {},
-    "band8-8-allbase": {"OVERLAP_RUN_CHUNK": 8},
-    "band8-32-allbase": {"OVERLAP_RUN_CHUNK": 32},
-    "band4-16-allbase": {"OVERLAP_BAND_ROWS": 4},
+OVERLAP_PATHS = {  # and of overlapping origins: row-band runs, then flat or band blocks
+    "walk": {"OVERLAP_RUNS_MIN_K": 2**30},
+    "flat-16-allbase": {"OVERLAP_BAND_ROWS": 0, "OVERLAP_WINNER_MAP": False},
+    "band8-16-allbase": {"OVERLAP_WINNER_MAP": False},
+    "map-16": {},
+    "map-8": {"OVERLAP_RUN_CHUNK": 8},
+    "map-32": {"OVERLAP_RUN_CHUNK": 32},
+    "map-rb4-16": {"OVERLAP_BAND_ROWS": 4},
 }
-OVERLAP_DEFAULTS = {"OVERLAP_RUNS": True, "OVERLAP_RUN_CHUNK": 16, "OVERLAP_BAND_ROWS": 8,
-                    "OVERLAP_READ_ALL_BASE": True}
+OVERLAP_DEFAULTS = {"OVERLAP_RUNS_MIN_K": 0, "OVERLAP_RUN_CHUNK": 16, "OVERLAP_BAND_ROWS": 8,
+                    "OVERLAP_READ_ALL_BASE": True, "OVERLAP_WINNER_MAP": True}
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--profile", default="large")

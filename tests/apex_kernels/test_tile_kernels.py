@@ -107,15 +107,25 @@ def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None
 # the interpreter's flat BLOCK_P = 128 spans 8 pixel rows, so a flat block reads two
 # bands' runs; band blocks (OVERLAP_BAND_ROWS) read one. Unaligned tiles are listed in
 # two bands.
+OVERLAP_MODES = {  # module constants -> kernel
+    "flat": ({"OVERLAP_WINNER_MAP": False, "OVERLAP_BAND_ROWS": 0}, "_unpack_overlap_runs_kernel"),
+    "band": ({"OVERLAP_WINNER_MAP": False, "OVERLAP_BAND_ROWS": 8},
+             "_unpack_overlap_band_runs_kernel"),
+    "map": ({"OVERLAP_WINNER_MAP": True}, "_unpack_winner_map_kernel"),
+}
+
+
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
-@pytest.mark.parametrize("band_rows", [0, 8])
-def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str, band_rows: int,
+@pytest.mark.parametrize("mode", list(OVERLAP_MODES))
+def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str, mode: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
-    monkeypatch.setattr(tileunpack, "OVERLAP_BAND_ROWS", band_rows)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
+    constants, kernel = OVERLAP_MODES[mode]
+    for name, value in constants.items():
+        monkeypatch.setattr(tileunpack, name, value)
     metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
-    kernel = "_unpack_overlap_band_runs_kernel" if band_rows else "_unpack_overlap_runs_kernel"
-    assert (metadata["kernel"], metadata["prepass"]) == (kernel, "_row_band_runs_kernel")
+    assert metadata["kernel"] == kernel
+    assert metadata["prepass"].startswith("_row_band_runs_kernel")
 
 
 def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
@@ -138,16 +148,19 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
             assert run_k[b, start:end].tolist() == want, (b, band)
 
 
-@pytest.mark.parametrize(("chunk", "band_rows", "read_all_base"),
-                         [(1, 0, False), (2, 2, True), (64, 8, False), (64, 1, True)])
+@pytest.mark.parametrize(("chunk", "band_rows", "read_all_base", "winner_map"),
+                         [(1, 0, False, False), (2, 2, True, False), (64, 8, False, False),
+                          (64, 1, True, False), (1, 2, True, True), (64, 8, True, True)])
 def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, band_rows: int, read_all_base: bool,
+                                                winner_map: bool,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # run chunks shorter and longer than a band's run (K = 9 tiles in 4 bands), and band
     # blocks of fewer rows than a band (t = 4)
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     monkeypatch.setattr(tileunpack, "OVERLAP_RUN_CHUNK", chunk)
     monkeypatch.setattr(tileunpack, "OVERLAP_BAND_ROWS", band_rows)
     monkeypatch.setattr(tileunpack, "OVERLAP_READ_ALL_BASE", read_all_base)
+    monkeypatch.setattr(tileunpack, "OVERLAP_WINNER_MAP", winner_map)
     metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
                               stacked_tied_tiles)
     # blocks never take more rows than a band has (t = 4)
@@ -155,13 +168,13 @@ def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, band_rows: int, read
 
 
 def test_tileunpack_overlap_band_runs_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9}, stacked_tied_tiles)
 
 
 def test_tileunpack_overlap_band_runs_leave_large_k_to_the_walk(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS", True)
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     monkeypatch.setattr(tileunpack, "MAX_KC", 4)  # K = 6 > MAX_KC: the sort would not fit
     metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, calls=1)
     assert metadata["kernel"] == "_unpack_override_kernel"
@@ -187,8 +200,7 @@ def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
     assert metadata["kernel"] == f"_unpack_{case_name}_band_kernel"
     assert (metadata["PRESORTED"], "prepass" in metadata) == (False, False)  # K = 5 < RUNS_MIN_K
     overlap = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, SHAPES["c6-t8-wide"], calls=1)
-    assert (overlap["kernel"], overlap["prepass"]) == ("_unpack_overlap_band_runs_kernel",
-                                                       "_row_band_runs_kernel")
+    assert overlap["kernel"] == "_unpack_override_kernel"  # K = 5 < OVERLAP_RUNS_MIN_K
 
 
 @pytest.mark.parametrize("case_name", ["override", "blend"])
