@@ -5,17 +5,19 @@ only the tiles that touch its pixels, in ascending priority (key ``level * K + k
 higher level wins, ties go to the later k), and writes every output element exactly
 once. No atomics, no host synchronisation.
 
-Three kernel families, chosen per case when the launcher is made:
+Four kernel families, chosen per case when the launcher is made:
 
 - aligned origins (override, blend), K < RUNS_MIN_K: band kernels, each program sorts
   its band's tiles by (slot, priority) itself; one launch.
 - aligned origins, RUNS_MIN_K <= K <= ALIGNED_MAX_K: a small prepass (one program per
   image) sorts the image's tiles once into per-slot runs; the band kernels then read
   their slots' runs instead of sorting all K tiles in every program. Two launches.
-- overlapping origins, or larger K: the priority walk over every touching tile.
-- overlapping origins with ``OVERLAP_RUNS`` set (not yet the default): a prepass lists
-  each image's tiles by the bands of T pixel rows they meet; the override kernel then
-  lets only its bands' tiles compete for each pixel. Two launches.
+- overlapping origins, OVERLAP_RUNS_MIN_K <= K <= MAX_KC: a prepass lists each image's
+  tiles in ascending priority by the bands of T pixel rows they meet, a second finds
+  each pixel's winning tile element from its band's list (a winner map), and a
+  streaming pass copies from the winner or from base. Three launches.
+- overlapping origins below that K, or K above the limits: the priority walk over every
+  touching tile.
 """
 
 from __future__ import annotations
@@ -52,19 +54,22 @@ ALIGNED_MAX_K = 1024
 RUNS_MIN_K = 128
 # The prepass keys slots above priority keys (SLOT_UNIT) and below NO_KEY.
 RUNS_MAX_SLOTS = 2**21
-# Overlapping origins: when set (and K <= MAX_KC), a prepass bins each image's tiles into
-# the bands of T pixel rows they meet, and the override kernel reads only its band's
-# tiles instead of walking all K keys. Off until it has been timed on a GPU against the
-# walk (the walk measured 48 % of copy bandwidth at the large profile, docs/perf.md).
+# Overlapping origins from this K on (up to MAX_KC): a prepass lists each image's tiles,
+# in ascending priority, by the bands of T pixel rows they meet; a second one finds each
+# pixel's winning tile element from its band's list (a winner map, one int32 per pixel);
+# a streaming pass then copies from the winner or from base. At the large profile
+# (K = 1024, H200) that took the walk's 48 % of copy bandwidth to over 70 %; at the
+# fixed profile (K = 32) three launches cost more than the walk saves.
 OVERLAP_RUNS_MIN_K = RUNS_MIN_K
-# Tiles of a band's run tested against a pixel block at once by the runs kernels.
+# Tiles of a band's list tested at once against a winner-map block of
+# OVERLAP_MAP_ROWS x OVERLAP_MAP_COLUMNS pixels.
 OVERLAP_RUN_CHUNK = 16
-# Pixel rows of one band per program (a power of two); 0: flat pixel blocks instead.
-OVERLAP_BAND_ROWS = 8
-# Read base under the block mask only (vectorised), not per pixel where no tile wins.
-OVERLAP_READ_ALL_BASE = True
-# Find the winners in their own pass (a map of one int32 per pixel), then stream.
-OVERLAP_WINNER_MAP = True
+OVERLAP_MAP_ROWS = 8
+OVERLAP_MAP_COLUMNS = 64
+# Below this many elements in an image's packed tiles, offsets into them are int32.
+WIN32_MAX_ELEMENTS = 2**31
+# Warps of the one-program-per-image prepasses when their sort has more than 256 lanes.
+SORT_WARPS = 8
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -101,24 +106,13 @@ _CONFIGS = [
     triton.Config({"BLOCK_P": 512, "BLOCK_C": 8, "CB": 8}, num_warps=8),
     triton.Config({"BLOCK_P": 1024, "BLOCK_C": 4, "CB": 8}, num_warps=8),
 ]
-# The overlap runs kernel finds its winners once per program: deeper channel loops
-# spread that over more channels.
-_OVERLAP_RUNS_CONFIGS = [
+# The winner-map streaming pass: also deeper channel loops (the winner map is loaded once
+# per program).
+_STREAM_CONFIGS = [
     *_CONFIGS,
     triton.Config({"BLOCK_P": 256, "BLOCK_C": 8, "CB": 16}, num_warps=4),
     triton.Config({"BLOCK_P": 256, "BLOCK_C": 16, "CB": 16}, num_warps=8),
     triton.Config({"BLOCK_P": 512, "BLOCK_C": 8, "CB": 16}, num_warps=8),
-]
-# Band blocks: RB rows (set by the launcher) x BW columns.
-_OVERLAP_BAND_CONFIGS = [
-    triton.Config({"BW": 32, "BLOCK_C": 8, "CB": 8}, num_warps=4),
-    triton.Config({"BW": 32, "BLOCK_C": 8, "CB": 32}, num_warps=4),
-    triton.Config({"BW": 64, "BLOCK_C": 4, "CB": 16}, num_warps=4),
-    triton.Config({"BW": 64, "BLOCK_C": 8, "CB": 4}, num_warps=4),
-    triton.Config({"BW": 64, "BLOCK_C": 8, "CB": 16}, num_warps=8),
-    triton.Config({"BW": 128, "BLOCK_C": 4, "CB": 8}, num_warps=8),
-    triton.Config({"BW": 128, "BLOCK_C": 4, "CB": 32}, num_warps=8),
-    triton.Config({"BW": 128, "BLOCK_C": 8, "CB": 8}, num_warps=8),
 ]
 
 
@@ -205,24 +199,28 @@ def _unpack_override_kernel(base, packed, origins, levels, out, C, W, HW, K,
         # ascending priority: a later hit overrides an earlier one
         win = tl.where(cov, k.to(tl.int64) * C * T * T + (py - oy) * T + (px - ox), win)
         covered = covered | cov
-    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB)
+    _store_winners(base, packed + b.to(tl.int64) * K * C * T * T, out, b, p, pmask, win, covered,
+                   C, HW, T, BLOCK_C, CB, False)
 
 
 @triton.jit
-def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl.constexpr,
-                   BLOCK_C: tl.constexpr, CB: tl.constexpr, READ_ALL_BASE: tl.constexpr = False):
-    """Each output element once: from the pixel's winning tile (``win``), else from base.
+def _store_winners(base, tiles, out, b, p, pmask, win, covered, C, HW, T: tl.constexpr,
+                   BLOCK_C: tl.constexpr, CB: tl.constexpr, READ_ALL_BASE: tl.constexpr):
+    """Each output element once: from the pixel's winning tile element, else from base.
 
-    With READ_ALL_BASE, base is read under the block's own mask only, not where a tile
-    wins too: a per-pixel mask splits the load into scalar ones, a block mask keeps it
-    vectorised (the minimal bytes count all of base read once either way).
+    ``tiles`` points at this image's packed tiles and ``win`` holds each pixel's offset
+    in them for channel 0 (int32 where the image's tiles have fewer than 2**31 elements,
+    which saves 64-bit address arithmetic on every element). With READ_ALL_BASE, base is
+    read under the block's own mask, not only where no tile wins: a per-pixel mask splits
+    the load into scalar ones, a block mask keeps it vectorised (the minimal bytes count
+    all of base read once either way).
     """
     cov2 = covered[None, :]
-    tiles = packed + b.to(tl.int64) * K * C * T * T + win[None, :]
     for i in range(CB):
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         m2 = (c < C)[:, None] & pmask[None, :]
-        tile_val = tl.load(tiles + (c.to(tl.int64) * T * T)[:, None], mask=m2 & cov2)
+        in_tiles = (c * T * T).to(win.dtype)[:, None] + win[None, :]
+        tile_val = tl.load(tiles + in_tiles, mask=m2 & cov2)
         offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + p[None, :]
         base_val = tl.load(base + offs, mask=m2 if READ_ALL_BASE else m2 & ~cov2)
         tl.store(out + offs, tl.where(cov2, tile_val, base_val), mask=m2)
@@ -256,105 +254,21 @@ def _row_band_runs_kernel(origins, levels, run_k, run_start, run_end, K, bands, 
 
 
 @triton.jit
-def _run_best(runs, origins, b, K, start, end, py, px, mine, best, T: tl.constexpr,
-              RUN_CHUNK: tl.constexpr):
-    """Fold one band's run ``runs[start:end]`` into each pixel's best candidate.
-
-    The run is in ascending priority, so a pixel's winner is the covering tile at the
-    highest run index j. RUN_CHUNK tiles are tested against all pixels at once, and the
-    candidate ``j * T*T + offset in tile`` is maximised: the run index and the pixel's
-    place in the winning tile come out of one reduction, with no priority keys.
-    """
-    for j0 in range(start, end, RUN_CHUNK):
-        j = j0 + tl.arange(0, RUN_CHUNK)
-        jm = j < end
-        k = tl.load(runs + j, mask=jm, other=0)
-        oy = tl.load(origins + (b * K + k) * 2, mask=jm, other=-2 * T)[:, None]
-        ox = tl.load(origins + (b * K + k) * 2 + 1, mask=jm, other=-2 * T)[:, None]
-        dy = py[None, :] - oy
-        dx = px[None, :] - ox
-        cov = mine[None, :] & (dy >= 0) & (dy < T) & (dx >= 0) & (dx < T)
-        cand = tl.where(cov, j[:, None] * (T * T) + dy * T + dx, -1)
-        best = tl.maximum(best, tl.max(cand, axis=0))
-    return best
-
-
-@triton.jit
-def _run_winners(runs, best, C, T: tl.constexpr):
-    """Per pixel its winning tile element (offset in the image's packed tiles) and coverage."""
-    covered = best >= 0
-    k = tl.load(runs + best // (T * T), mask=covered, other=0)
-    return k.to(tl.int64) * C * T * T + best % (T * T), covered
-
-
-@triton.autotune(configs=autotune_configs(_OVERLAP_RUNS_CONFIGS), key=["C", "HW", "K", "T"])
-@triton.jit
-def _unpack_overlap_runs_kernel(base, packed, origins, run_k, run_start, run_end, out,
-                                C, W, HW, K, bands, T: tl.constexpr, RUN_CHUNK: tl.constexpr,
-                                READ_ALL_BASE: tl.constexpr, BLOCK_P: tl.constexpr,
-                                BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Override over a flat pixel block: each pixel competes among its own band's run."""
-    blocks = tl.cdiv(HW, BLOCK_P)
-    b = tl.program_id(0) // blocks
-    p, pmask, r0, r1, c0, c1 = _pixel_block(tl.program_id(0) % blocks, W, HW, BLOCK_P)
-    py = p // W
-    px = p % W
-    row = b.to(tl.int64) * bands
-    runs = run_k + b.to(tl.int64) * 2 * K
-    best = tl.full([BLOCK_P], -1, tl.int32)
-    for band in range(r0 // T, r1 // T + 1):
-        best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
-                         tl.load(run_end + row + band), py, px, pmask & (py // T == band),
-                         best, T, RUN_CHUNK)
-    win, covered = _run_winners(runs, best, C, T)
-    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
-                   READ_ALL_BASE)
-
-
-@triton.autotune(configs=autotune_configs(_OVERLAP_BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
-@triton.jit
-def _unpack_overlap_band_runs_kernel(base, packed, origins, run_k, run_start, run_end, out,
-                                     C, H, W, HW, K, bands, T: tl.constexpr, RB: tl.constexpr,
-                                     RUN_CHUNK: tl.constexpr, READ_ALL_BASE: tl.constexpr,
-                                     BW: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Override over RB pixel rows x BW columns inside one band: one run serves all pixels.
-
-    Rows of a band are read together, so a tile's rows in the band are read by one
-    program (whole 32-byte sectors of its T-element rows), and each block row is BW
-    contiguous elements of base and out.
-    """
-    CHUNKS: tl.constexpr = (T + RB - 1) // RB
-    col_blocks = tl.cdiv(W, BW)
-    pid = tl.program_id(0)
-    cb = pid % col_blocks
-    rest = pid // col_blocks
-    chunk = rest % CHUNKS
-    rest = rest // CHUNKS
-    band = rest % bands
-    b = rest // bands
-    i = tl.arange(0, RB * BW)
-    dy = chunk * RB + i // BW
-    py = band * T + dy
-    px = cb * BW + i % BW
-    pmask = (dy < T) & (py < H) & (px < W)
-    p = py * W + px
-    row = b.to(tl.int64) * bands
-    runs = run_k + b.to(tl.int64) * 2 * K
-    best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
-                     tl.load(run_end + row + band), py, px, pmask,
-                     tl.full([RB * BW], -1, tl.int32), T, RUN_CHUNK)
-    win, covered = _run_winners(runs, best, C, T)
-    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
-                   READ_ALL_BASE)
-
-
-@triton.jit
 def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K, bands,
                        T: tl.constexpr, RB: tl.constexpr, BW: tl.constexpr,
                        RUN_CHUNK: tl.constexpr):
-    """Per pixel of RB rows x BW columns of one band: ``k * T*T + offset`` of its winning
-    tile element, or -1 where no tile covers it (``winners[b, y * W + x]``)."""
+    """``winners[b, y * W + x]``: ``k * T*T + offset in tile`` of each pixel's winning tile
+    element, -1 where no tile covers it; one program per RB rows x BW columns of a band.
+
+    A pixel's candidates are the tiles listed for its band, in ascending priority, so its
+    winner is the covering tile at the highest list index j. RUN_CHUNK tiles are tested
+    at once, and the row and column tests are separable: per (tile, row) ``j * T*T +
+    dy * T`` or far below zero, per (tile, column) ``dx`` or far below zero; their sum,
+    maximised over the tiles, is negative exactly where no tile covers the pixel and
+    otherwise names the list index and the place in the winning tile.
+    """
     CHUNKS: tl.constexpr = (T + RB - 1) // RB
+    MISS: tl.constexpr = -(2**30)  # the launcher keeps 2 * K * T*T below 2**29
     col_blocks = tl.cdiv(W, BW)
     pid = tl.program_id(0)
     cb = pid % col_blocks
@@ -363,36 +277,49 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
     rest = rest // CHUNKS
     band = rest % bands
     b = rest // bands
-    i = tl.arange(0, RB * BW)
-    dy = chunk * RB + i // BW
-    py = band * T + dy
-    px = cb * BW + i % BW
-    pmask = (dy < T) & (py < H) & (px < W)
+    dy0 = chunk * RB + tl.arange(0, RB)
+    y = band * T + dy0
+    x = cb * BW + tl.arange(0, BW)
     row = b.to(tl.int64) * bands
     runs = run_k + b.to(tl.int64) * 2 * K
-    best = _run_best(runs, origins, b, K, tl.load(run_start + row + band),
-                     tl.load(run_end + row + band), py, px, pmask,
-                     tl.full([RB * BW], -1, tl.int32), T, RUN_CHUNK)
+    best = tl.full([RB, BW], -1, tl.int32)
+    end = tl.load(run_end + row + band)
+    for j0 in range(tl.load(run_start + row + band), end, RUN_CHUNK):
+        j = j0 + tl.arange(0, RUN_CHUNK)
+        listed = j < end
+        k = tl.load(runs + j, mask=listed, other=0)
+        oy = tl.load(origins + (b * K + k) * 2, mask=listed, other=-2 * T)
+        ox = tl.load(origins + (b * K + k) * 2 + 1, mask=listed, other=-2 * T)
+        dy = y[None, :] - oy[:, None]
+        dx = x[None, :] - ox[:, None]
+        in_rows = tl.where((dy >= 0) & (dy < T), j[:, None] * (T * T) + dy * T, MISS)
+        in_cols = tl.where((dx >= 0) & (dx < T), dx, MISS)
+        best = tl.maximum(best, tl.max(in_rows[:, :, None] + in_cols[:, None, :], axis=0))
     covered = best >= 0
     k = tl.load(runs + best // (T * T), mask=covered, other=0)
     code = tl.where(covered, k * (T * T) + best % (T * T), -1)
-    tl.store(winners + b.to(tl.int64) * HW + py * W + px, code, mask=pmask)
+    mask = ((dy0 < T) & (y < H))[:, None] & (x < W)[None, :]
+    tl.store(winners + b.to(tl.int64) * HW + (y * W)[:, None] + x[None, :], code, mask=mask)
 
 
-@triton.autotune(configs=autotune_configs(_OVERLAP_RUNS_CONFIGS), key=["C", "HW", "K", "T"])
+@triton.autotune(configs=autotune_configs(_STREAM_CONFIGS), key=["C", "HW", "K", "T", "WIN32"])
 @triton.jit
 def _unpack_winner_map_kernel(base, packed, winners, out, C, HW, K, T: tl.constexpr,
-                              BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Override from a precomputed winner map: a pure streaming pass over base and out."""
+                              WIN32: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                              CB: tl.constexpr):
+    """Override from the winner map: a streaming pass over base, out and the winning tiles."""
     blocks = tl.cdiv(HW, BLOCK_P)
     b = tl.program_id(0) // blocks
     p = (tl.program_id(0) % blocks) * BLOCK_P + tl.arange(0, BLOCK_P)
     pmask = p < HW
     code = tl.load(winners + b.to(tl.int64) * HW + p, mask=pmask, other=-1)
     covered = code >= 0
-    win = (code // (T * T)).to(tl.int64) * C * T * T + code % (T * T)
-    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
-                   True)
+    tile = code // (T * T)
+    if not WIN32:
+        tile = tile.to(tl.int64)
+    win = tile * C * T * T + code % (T * T)
+    _store_winners(base, packed + b.to(tl.int64) * K * C * T * T, out, b, p, pmask, win, covered,
+                   C, HW, T, BLOCK_C, CB, True)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])
@@ -614,9 +541,9 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     # override and blend origins are on the tile grid (the workload checks it when inputs
     # are made), so whole tile slots can be handled per program
     k, t = packed.shape[1], packed.shape[-1]
-    # the runs kernel's candidates (run index * T*T + offset) are int32
-    if case.name == "overlap" and OVERLAP_RUNS_MIN_K <= k <= MAX_KC and 2 * k * t * t < 2**31:
-        return _overlap_runs_launcher(case, inputs)
+    # the winner map's candidates (list index * T*T + offset) are int32 with headroom
+    if case.name == "overlap" and OVERLAP_RUNS_MIN_K <= k <= MAX_KC and 2 * k * t * t < 2**29:
+        return _winner_map_launcher(case, inputs)
     if case.name == "overlap" or k > ALIGNED_MAX_K:
         return _walk_launcher(case, inputs)
     return _band_launcher(case, inputs)
@@ -643,7 +570,7 @@ def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
         run_k = torch.empty((b, k), dtype=torch.int32, device=base.device)
         run_bounds = torch.empty((2, b, slots), dtype=torch.int32, device=base.device)
         data = (base, packed, origins, levels, run_k, run_bounds[0], run_bounds[1])
-        runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 256 else 8}
+        runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 256 else SORT_WARPS}
         bucket = shape_bucket(b, c, h, w, t, k)
 
         def prepass() -> None:
@@ -695,93 +622,50 @@ def _walk_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
                      data, grid, (c, w, hw, k), constexprs, metadata)
 
 
-def _overlap_runs_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
+def _winner_map_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
     base, packed, origins, levels = (inputs[n] for n in ("base", "packed", "origins", "levels"))
     b, c, h, w = base.shape
     k, t = packed.shape[1], packed.shape[-1]
     bands = triton.cdiv(h, t)
     kc = triton.next_power_of_2(k)
-    # band runs, written by the prepass on every call (allocated once, here)
+    # written by the prepasses on every call (allocated once, here)
     run_k = torch.empty((b, 2 * k), dtype=torch.int32, device=base.device)
     run_bounds = torch.empty((2, b, bands), dtype=torch.int32, device=base.device)
-    runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 128 else 8}
-
-    def prepass() -> None:
-        TRACKER.launch(f"tileunpack-{case.name}", _row_band_runs_kernel, (b,),
-                       shape_bucket(b, c, h, w, t, k), origins, levels, run_k, run_bounds[0],
-                       run_bounds[1], k, bands, T=t, heuristic_config=runs_config,
-                       **runs_config)
-
-    if OVERLAP_WINNER_MAP:
-        return _winner_map_launcher(case, inputs, run_k, run_bounds, prepass)
-    constexprs = {"T": t, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "READ_ALL_BASE": OVERLAP_READ_ALL_BASE}
-    data = (base, packed, origins, run_k, run_bounds[0], run_bounds[1])
-    metadata = {"prepass": "_row_band_runs_kernel", "autotuned": ["BLOCK_C", "CB", "num_warps"]}
-    listing = ("the tiles of each pixel's band of T rows, listed in ascending priority once "
-               "per image by a prepass (_row_band_runs_kernel), tested RUN_CHUNK at a time; "
-               "the last covering one wins")
-    if OVERLAP_BAND_ROWS:
-        rb = min(OVERLAP_BAND_ROWS, triton.next_power_of_2(t))
-        constexprs["RB"] = rb
-
-        def grid(meta: dict[str, Any]) -> tuple[int, int]:
-            # sized from the config the autotuner actually runs, never from a fixed block
-            return (b * bands * triton.cdiv(t, rb) * triton.cdiv(w, meta["BW"]),
-                    triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
-
-        metadata["decomposition"] = ("axis0 = (b, band of T rows, chunk of RB rows, block of BW "
-                                     f"columns), axis1 = CB channel blocks; {listing}")
-        metadata["autotuned"] = ["BW", *metadata["autotuned"]]
-        kernel = _unpack_overlap_band_runs_kernel
-        sizes: tuple[int, ...] = (c, h, w, h * w, k, bands)
-    else:
-        def grid(meta: dict[str, Any]) -> tuple[int, int]:
-            return (b * triton.cdiv(h * w, meta["BLOCK_P"]),
-                    triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
-
-        metadata["decomposition"] = ("axis0 = (b, flat pixel block), axis1 = CB channel blocks; "
-                                     + listing)
-        metadata["autotuned"] = ["BLOCK_P", *metadata["autotuned"]]
-        kernel = _unpack_overlap_runs_kernel
-        sizes = (c, w, h * w, k, bands)
-    return _launcher(case, inputs, (kernel, None), data, grid, sizes, constexprs,
-                     {**metadata, **constexprs}, prepass)
-
-
-def _winner_map_launcher(case: Case, inputs: dict[str, torch.Tensor], run_k: torch.Tensor,
-                         run_bounds: torch.Tensor, runs_prepass: Callable[[], None]) -> Launcher:
-    base, packed, origins = inputs["base"], inputs["packed"], inputs["origins"]
-    b, c, h, w = base.shape
-    k, t = packed.shape[1], packed.shape[-1]
-    bands = triton.cdiv(h, t)
-    rb = min(OVERLAP_BAND_ROWS or 8, triton.next_power_of_2(t))
-    bw = min(64, triton.next_power_of_2(w))
+    winners = torch.empty((b, h * w), dtype=torch.int32, device=base.device)
+    runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 128 else SORT_WARPS}
+    rb = min(OVERLAP_MAP_ROWS, triton.next_power_of_2(t))
+    bw = min(OVERLAP_MAP_COLUMNS, triton.next_power_of_2(w))
     map_config = {"RB": rb, "BW": bw, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "num_warps": 4}
     map_grid = (b * bands * triton.cdiv(t, rb) * triton.cdiv(w, bw),)
-    winners = torch.empty((b, h * w), dtype=torch.int32, device=base.device)  # once, here
     bucket = shape_bucket(b, c, h, w, t, k)
 
     def prepass() -> None:
-        runs_prepass()
+        TRACKER.launch(f"tileunpack-{case.name}", _row_band_runs_kernel, (b,), bucket, origins,
+                       levels, run_k, run_bounds[0], run_bounds[1], k, bands, T=t,
+                       heuristic_config=runs_config, **runs_config)
         TRACKER.launch(f"tileunpack-{case.name}", _winner_map_kernel, map_grid, bucket,
                        origins, run_k, run_bounds[0], run_bounds[1], winners, h, w, h * w, k,
                        bands, T=t, heuristic_config=map_config, **map_config)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        # sized from the config the autotuner actually runs, never from a fixed block
         return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
+    constexprs = {"T": t, "WIN32": k * c * t * t < WIN32_MAX_ELEMENTS}
     metadata = {
-        "decomposition": "three launches: the tiles of each band of T rows listed in ascending "
-                         "priority (_row_band_runs_kernel, one program per image); each "
-                         "pixel's winning tile element from its band's run (_winner_map_kernel, "
-                         "RB rows x BW columns per program); then axis0 = (b, flat pixel "
-                         "block), axis1 = CB channel blocks copying from the winner or base",
+        "decomposition": "three launches: each image's tiles listed in ascending priority by "
+                         "the bands of T rows they meet (_row_band_runs_kernel, one program "
+                         "per image); each pixel's winning tile element from its band's list "
+                         "(_winner_map_kernel, RB rows x BW columns per program); then "
+                         "axis0 = (b, flat pixel block), axis1 = CB channel blocks copying "
+                         "from the winner or from base",
         "prepass": "_row_band_runs_kernel, _winner_map_kernel",
-        "T": t, **{n: v for n, v in map_config.items() if n != "num_warps"},
+        **constexprs,
+        **{n: v for n, v in map_config.items() if n != "num_warps"},
         "autotuned": ["BLOCK_P", "BLOCK_C", "CB", "num_warps"],
     }
     return _launcher(case, inputs, (_unpack_winner_map_kernel, None), (base, packed, winners),
-                     grid, (c, h * w, k), {"T": t}, metadata, prepass)
+                     grid, (c, h * w, k), constexprs, metadata, prepass)
 
 
 def _launcher(case: Case, inputs: dict[str, torch.Tensor], kernels: tuple[Any, Any],

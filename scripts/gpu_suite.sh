@@ -10,7 +10,7 @@
 #   bash scripts/gpu_suite.sh scan-split OUT  tilessm-scan: walk vs split path, then the big scan
 #   bash scripts/gpu_suite.sh scan-bidir OUT  the bidirectional split path alone
 #   bash scripts/gpu_suite.sh overlap-paths OUT  tileunpack overlap: walk vs row-band runs
-#   bash scripts/gpu_suite.sh overlap OUT  overlap paths (eager), then apex-bench large and fixed
+#   bash scripts/gpu_suite.sh overlap OUT  tileunpack overlap, apex-bench large and fixed
 #   bash scripts/gpu_suite.sh scan-check OUT  the scan's split path in bf16/fp32, and under --graph
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
@@ -74,11 +74,11 @@ case $part in
     step large-scan-triton 150 --profile large --backends triton --workloads tilessm-scan
     paths "batch=32 channels=4096 steps=512" 0,64 forward,bidirectional ;;
   overlap-paths)
-    # tileunpack overlap: the walk against the row-band runs variants, each checked first,
-    # then ncu on the two fastest kinds (autotuned outside the profiled range)
+    # tileunpack overlap: the walk against the winner map and its knobs, each checked first,
+    # then ncu on the winner map's three launches (autotuned outside the profiled range)
     timeout 240 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
         --bandwidth "$(copy_gbps)" | tee -a "$work/overlap-paths.jsonl"
-    for which in overlap-flat overlap-map; do
+    for which in overlap-map; do
       timeout 120 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
           --section LaunchStats --section MemoryWorkloadAnalysis \
           python3 scripts/dev/ncu_unpack.py $which > "$work/ncu-$which.txt" 2>&1
@@ -86,9 +86,7 @@ case $part in
           "$work/ncu-$which.txt" | head -60
     done ;;
   overlap)
-    # tileunpack overlap: its paths (eager), then apex-bench at the large and fixed profiles
-    timeout 200 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
-        --bandwidth "$(copy_gbps)" | tee -a "$work/overlap-paths.jsonl"
+    # tileunpack overlap with apex-bench at the large and fixed profiles
     step large-overlap 200 --profile large --backends $all --workloads tileunpack:overlap
     step fixed-overlap 100 --backends $all --workloads tileunpack:overlap
     step fixed-overlap-graph 60 --backends $all --workloads tileunpack:overlap --graph

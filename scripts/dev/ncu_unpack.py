@@ -2,7 +2,7 @@
 
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     ncu --profile-from-start off --section SpeedOfLight --section Occupancy \\
-        python scripts/dev/ncu_unpack.py {override,blend}-{walk,sort,runs} | overlap-{walk,flat,map}
+        python scripts/dev/ncu_unpack.py {override,blend}-{walk,sort,runs} | overlap-{walk,map}
 """
 
 import sys
@@ -18,14 +18,12 @@ params = workload.make_params("large")
 case = next(c for c in workload.cases(params) if c.name == which.split("-")[0])
 inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
 # force the path asked for: the walk, the band kernel sorting its own tiles, or presorted
-# runs; for overlap the walk, or row-band runs read by flat blocks or through a winner map
+# runs; for overlap the walk or the winner map
 path = which.split("-")[1]
 if path == "walk":
     tileunpack.ALIGNED_MAX_K = 0
 tileunpack.RUNS_MIN_K = 0 if path == "runs" else 2**30
 tileunpack.OVERLAP_RUNS_MIN_K = 2**30 if path == "walk" else 0
-tileunpack.OVERLAP_WINNER_MAP = path == "map"
-tileunpack.OVERLAP_BAND_ROWS = 0 if path == "flat" else 8
 launch, outputs, meta = tileunpack.make_launcher(case, inputs)
 for _ in range(2):  # the first call autotunes
     launch()

@@ -24,18 +24,16 @@ PATHS = {  # module constants that force each path of the aligned cases
     "band-sort": {"RUNS_MIN_K": 2**30},
     "band-runs": {"RUNS_MIN_K": 0},
 }
-OVERLAP_PATHS = {  # and of overlapping origins: row-band runs, then flat or band blocks
+OVERLAP_PATHS = {  # and of overlapping origins: the walk, the winner map and its knobs
     "walk": {"OVERLAP_RUNS_MIN_K": 2**30},
-    "flat-16-allbase": {"OVERLAP_BAND_ROWS": 0, "OVERLAP_WINNER_MAP": False},
-    "band8-16-allbase": {"OVERLAP_WINNER_MAP": False},
-    "map-16": {},
-    "map-8": {"OVERLAP_RUN_CHUNK": 8},
-    "map-32": {"OVERLAP_RUN_CHUNK": 32},
-    "map-rb4-16": {"OVERLAP_BAND_ROWS": 4},
+    "map": {},
+    "map-sort16": {"SORT_WARPS": 16},
+    "map-chunk8": {"OVERLAP_RUN_CHUNK": 8},
+    "map-chunk32": {"OVERLAP_RUN_CHUNK": 32},
+    "map-cols128": {"OVERLAP_MAP_COLUMNS": 128},
+    "map-int64": {"WIN32_MAX_ELEMENTS": 0},
 }
-OVERLAP_DEFAULTS = {"OVERLAP_RUNS_MIN_K": 0, "OVERLAP_RUN_CHUNK": 16, "OVERLAP_BAND_ROWS": 8,
-                    "OVERLAP_READ_ALL_BASE": True, "OVERLAP_WINNER_MAP": True}
-
+OVERLAP_DEFAULTS = {"OVERLAP_RUNS_MIN_K": 0}
 parser = argparse.ArgumentParser()
 parser.add_argument("--profile", default="large")
 parser.add_argument("--cases", default="override,blend")
@@ -48,7 +46,9 @@ args = parser.parse_args()
 overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
 workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
-defaults = {name: getattr(tileunpack, name) for name in ("ALIGNED_MAX_K", "RUNS_MIN_K")}
+defaults = {name: getattr(tileunpack, name)
+            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS_MIN_K", "OVERLAP_RUN_CHUNK",
+                         "OVERLAP_MAP_COLUMNS", "SORT_WARPS", "WIN32_MAX_ELEMENTS")}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))

@@ -103,29 +103,17 @@ def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None
     check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
 
 
-# Band runs for overlapping origins (OVERLAP_RUNS). On the smoke map (16 x 16, t = 4)
-# the interpreter's flat BLOCK_P = 128 spans 8 pixel rows, so a flat block reads two
-# bands' runs; band blocks (OVERLAP_BAND_ROWS) read one. Unaligned tiles are listed in
-# two bands.
-OVERLAP_MODES = {  # module constants -> kernel
-    "flat": ({"OVERLAP_WINNER_MAP": False, "OVERLAP_BAND_ROWS": 0}, "_unpack_overlap_runs_kernel"),
-    "band": ({"OVERLAP_WINNER_MAP": False, "OVERLAP_BAND_ROWS": 8},
-             "_unpack_overlap_band_runs_kernel"),
-    "map": ({"OVERLAP_WINNER_MAP": True}, "_unpack_winner_map_kernel"),
-}
-
-
+# Winner map for overlapping origins (from OVERLAP_RUNS_MIN_K; 0 here). On the smoke map
+# (16 x 16, t = 4) unaligned tiles are listed in two bands, and a winner-map block of
+# 4 rows x 16 columns covers a whole band.
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
-@pytest.mark.parametrize("mode", list(OVERLAP_MODES))
-def test_tileunpack_overlap_band_runs(shape: str, dtype_name: str, mode: str,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tileunpack_overlap_winner_map(shape: str, dtype_name: str,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    constants, kernel = OVERLAP_MODES[mode]
-    for name, value in constants.items():
-        monkeypatch.setattr(tileunpack, name, value)
     metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
-    assert metadata["kernel"] == kernel
-    assert metadata["prepass"].startswith("_row_band_runs_kernel")
+    assert (metadata["kernel"], metadata["prepass"]) == (
+        "_unpack_winner_map_kernel", "_row_band_runs_kernel, _winner_map_kernel")
+    assert metadata["WIN32"]
 
 
 def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
@@ -148,31 +136,34 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
             assert run_k[b, start:end].tolist() == want, (b, band)
 
 
-@pytest.mark.parametrize(("chunk", "band_rows", "read_all_base", "winner_map"),
-                         [(1, 0, False, False), (2, 2, True, False), (64, 8, False, False),
-                          (64, 1, True, False), (1, 2, True, True), (64, 8, True, True)])
-def test_tileunpack_overlap_band_runs_in_chunks(chunk: int, band_rows: int, read_all_base: bool,
-                                                winner_map: bool,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    # run chunks shorter and longer than a band's run (K = 9 tiles in 4 bands), and band
-    # blocks of fewer rows than a band (t = 4)
+@pytest.mark.parametrize(("chunk", "rows", "columns"), [(1, 4, 16), (2, 2, 8), (64, 1, 4)])
+def test_tileunpack_overlap_winner_map_blocks(chunk: int, rows: int, columns: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # list chunks shorter and longer than a band's list (K = 9 tiles in 4 bands, deep
+    # ties), and winner-map blocks of fewer rows than a band (t = 4) and narrower than W
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     monkeypatch.setattr(tileunpack, "OVERLAP_RUN_CHUNK", chunk)
-    monkeypatch.setattr(tileunpack, "OVERLAP_BAND_ROWS", band_rows)
-    monkeypatch.setattr(tileunpack, "OVERLAP_READ_ALL_BASE", read_all_base)
-    monkeypatch.setattr(tileunpack, "OVERLAP_WINNER_MAP", winner_map)
+    monkeypatch.setattr(tileunpack, "OVERLAP_MAP_ROWS", rows)
+    monkeypatch.setattr(tileunpack, "OVERLAP_MAP_COLUMNS", columns)
     metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
                               stacked_tied_tiles)
-    # blocks never take more rows than a band has (t = 4)
-    assert (metadata["RUN_CHUNK"], metadata.get("RB", 0)) == (chunk, min(band_rows, 4))
+    assert (metadata["RUN_CHUNK"], metadata["RB"], metadata["BW"]) == (chunk, rows, columns)
 
 
-def test_tileunpack_overlap_band_runs_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tileunpack_overlap_winner_map_wide_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an image's tiles past 2**31 elements need 64-bit offsets: forced here by a low limit
+    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
+    monkeypatch.setattr(tileunpack, "WIN32_MAX_ELEMENTS", 16)
+    metadata = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, calls=1)
+    assert metadata["WIN32"] is False
+
+
+def test_tileunpack_overlap_winner_map_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9}, stacked_tied_tiles)
 
 
-def test_tileunpack_overlap_band_runs_leave_large_k_to_the_walk(
+def test_tileunpack_overlap_winner_map_leaves_large_k_to_the_walk(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
     monkeypatch.setattr(tileunpack, "MAX_KC", 4)  # K = 6 > MAX_KC: the sort would not fit
