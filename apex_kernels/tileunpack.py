@@ -65,11 +65,7 @@ OVERLAP_RUNS_MIN_K = RUNS_MIN_K
 # OVERLAP_MAP_ROWS x OVERLAP_MAP_COLUMNS pixels.
 OVERLAP_RUN_CHUNK = 16
 OVERLAP_MAP_ROWS = 8
-OVERLAP_MAP_COLUMNS = 64
-# Below this many elements in an image's packed tiles, offsets into them are int32.
-WIN32_MAX_ELEMENTS = 2**31
-# Warps of the one-program-per-image prepasses when their sort has more than 256 lanes.
-SORT_WARPS = 8
+OVERLAP_MAP_COLUMNS = 128
 # Pixels per channel of one band program (as tile-stage1: NTB tiles side by side).
 BAND_COLUMN_BUDGET = 128
 BAND_PIXEL_BUDGET = 1024
@@ -209,8 +205,8 @@ def _store_winners(base, tiles, out, b, p, pmask, win, covered, C, HW, T: tl.con
     """Each output element once: from the pixel's winning tile element, else from base.
 
     ``tiles`` points at this image's packed tiles and ``win`` holds each pixel's offset
-    in them for channel 0 (int32 where the image's tiles have fewer than 2**31 elements,
-    which saves 64-bit address arithmetic on every element). With READ_ALL_BASE, base is
+    in them for channel 0 (int64; int32 offsets measured slower on H200). With
+    READ_ALL_BASE, base is
     read under the block's own mask, not only where no tile wins: a per-pixel mask splits
     the load into scalar ones, a block mask keeps it vectorised (the minimal bytes count
     all of base read once either way).
@@ -219,7 +215,7 @@ def _store_winners(base, tiles, out, b, p, pmask, win, covered, C, HW, T: tl.con
     for i in range(CB):
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         m2 = (c < C)[:, None] & pmask[None, :]
-        in_tiles = (c * T * T).to(win.dtype)[:, None] + win[None, :]
+        in_tiles = (c.to(tl.int64) * T * T)[:, None] + win[None, :]
         tile_val = tl.load(tiles + in_tiles, mask=m2 & cov2)
         offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + p[None, :]
         base_val = tl.load(base + offs, mask=m2 if READ_ALL_BASE else m2 & ~cov2)
@@ -302,11 +298,10 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
     tl.store(winners + b.to(tl.int64) * HW + (y * W)[:, None] + x[None, :], code, mask=mask)
 
 
-@triton.autotune(configs=autotune_configs(_STREAM_CONFIGS), key=["C", "HW", "K", "T", "WIN32"])
+@triton.autotune(configs=autotune_configs(_STREAM_CONFIGS), key=["C", "HW", "K", "T"])
 @triton.jit
 def _unpack_winner_map_kernel(base, packed, winners, out, C, HW, K, T: tl.constexpr,
-                              WIN32: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                              CB: tl.constexpr):
+                              BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
     """Override from the winner map: a streaming pass over base, out and the winning tiles."""
     blocks = tl.cdiv(HW, BLOCK_P)
     b = tl.program_id(0) // blocks
@@ -314,10 +309,7 @@ def _unpack_winner_map_kernel(base, packed, winners, out, C, HW, K, T: tl.conste
     pmask = p < HW
     code = tl.load(winners + b.to(tl.int64) * HW + p, mask=pmask, other=-1)
     covered = code >= 0
-    tile = code // (T * T)
-    if not WIN32:
-        tile = tile.to(tl.int64)
-    win = tile * C * T * T + code % (T * T)
+    win = (code // (T * T)).to(tl.int64) * C * T * T + code % (T * T)
     _store_winners(base, packed + b.to(tl.int64) * K * C * T * T, out, b, p, pmask, win, covered,
                    C, HW, T, BLOCK_C, CB, True)
 
@@ -570,7 +562,7 @@ def _band_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
         run_k = torch.empty((b, k), dtype=torch.int32, device=base.device)
         run_bounds = torch.empty((2, b, slots), dtype=torch.int32, device=base.device)
         data = (base, packed, origins, levels, run_k, run_bounds[0], run_bounds[1])
-        runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 256 else SORT_WARPS}
+        runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 256 else 8}
         bucket = shape_bucket(b, c, h, w, t, k)
 
         def prepass() -> None:
@@ -632,7 +624,8 @@ def _winner_map_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launche
     run_k = torch.empty((b, 2 * k), dtype=torch.int32, device=base.device)
     run_bounds = torch.empty((2, b, bands), dtype=torch.int32, device=base.device)
     winners = torch.empty((b, h * w), dtype=torch.int32, device=base.device)
-    runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 128 else SORT_WARPS}
+    # its sort has 2 * KC lanes: at K = 1024 (H200) 16 warps took 11 us off 8 warps' time
+    runs_config = {"KC": kc, "ZB": 1024, "num_warps": 4 if kc <= 128 else 8 if kc <= 256 else 16}
     rb = min(OVERLAP_MAP_ROWS, triton.next_power_of_2(t))
     bw = min(OVERLAP_MAP_COLUMNS, triton.next_power_of_2(w))
     map_config = {"RB": rb, "BW": bw, "RUN_CHUNK": OVERLAP_RUN_CHUNK, "num_warps": 4}
@@ -651,7 +644,7 @@ def _winner_map_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launche
         # sized from the config the autotuner actually runs, never from a fixed block
         return (b * triton.cdiv(h * w, meta["BLOCK_P"]), triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
-    constexprs = {"T": t, "WIN32": k * c * t * t < WIN32_MAX_ELEMENTS}
+    constexprs = {"T": t}
     metadata = {
         "decomposition": "three launches: each image's tiles listed in ascending priority by "
                          "the bands of T rows they meet (_row_band_runs_kernel, one program "

@@ -90,7 +90,9 @@ case $part in
     step large-overlap 200 --profile large --backends $all --workloads tileunpack:overlap
     step fixed-overlap 100 --backends $all --workloads tileunpack:overlap
     step fixed-overlap-graph 60 --backends $all --workloads tileunpack:overlap --graph
-    step check-overlap 60 --backends triton --workloads tileunpack:overlap --dtype bf16,fp32 ;;
+    step check-overlap 60 --backends triton --workloads tileunpack:overlap --dtype bf16,fp32
+    step check-large-overlap 150 --profile large --backends triton --workloads tileunpack:overlap \
+        --dtype bf16,fp32 --min-time 0.02 --max-time 0.2 ;;
   scan-bidir)
     paths "batch=8 channels=2048 steps=4096" 64 bidirectional
     step large-scan-big-bidir 150 --profile large --set steps=4096 --set channels=2048 \

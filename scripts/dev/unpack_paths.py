@@ -27,11 +27,8 @@ PATHS = {  # module constants that force each path of the aligned cases
 OVERLAP_PATHS = {  # and of overlapping origins: the walk, the winner map and its knobs
     "walk": {"OVERLAP_RUNS_MIN_K": 2**30},
     "map": {},
-    "map-sort16": {"SORT_WARPS": 16},
     "map-chunk8": {"OVERLAP_RUN_CHUNK": 8},
-    "map-chunk32": {"OVERLAP_RUN_CHUNK": 32},
-    "map-cols128": {"OVERLAP_MAP_COLUMNS": 128},
-    "map-int64": {"WIN32_MAX_ELEMENTS": 0},
+    "map-cols64": {"OVERLAP_MAP_COLUMNS": 64},
 }
 OVERLAP_DEFAULTS = {"OVERLAP_RUNS_MIN_K": 0}
 parser = argparse.ArgumentParser()
@@ -48,7 +45,7 @@ workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
 defaults = {name: getattr(tileunpack, name)
             for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS_MIN_K", "OVERLAP_RUN_CHUNK",
-                         "OVERLAP_MAP_COLUMNS", "SORT_WARPS", "WIN32_MAX_ELEMENTS")}
+                         "OVERLAP_MAP_COLUMNS")}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))

@@ -113,7 +113,6 @@ def test_tileunpack_overlap_winner_map(shape: str, dtype_name: str,
     metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
     assert (metadata["kernel"], metadata["prepass"]) == (
         "_unpack_winner_map_kernel", "_row_band_runs_kernel, _winner_map_kernel")
-    assert metadata["WIN32"]
 
 
 def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
@@ -148,14 +147,6 @@ def test_tileunpack_overlap_winner_map_blocks(chunk: int, rows: int, columns: in
     metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
                               stacked_tied_tiles)
     assert (metadata["RUN_CHUNK"], metadata["RB"], metadata["BW"]) == (chunk, rows, columns)
-
-
-def test_tileunpack_overlap_winner_map_wide_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
-    # an image's tiles past 2**31 elements need 64-bit offsets: forced here by a low limit
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    monkeypatch.setattr(tileunpack, "WIN32_MAX_ELEMENTS", 16)
-    metadata = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, calls=1)
-    assert metadata["WIN32"] is False
 
 
 def test_tileunpack_overlap_winner_map_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
