@@ -88,6 +88,7 @@ case $part in
   overlap)
     # tileunpack overlap with apex-bench at the large and fixed profiles
     step large-overlap 200 --profile large --backends $all --workloads tileunpack:overlap
+    step large-overlap-graph 120 --profile large --backends triton --workloads tileunpack:overlap --graph
     step fixed-overlap 100 --backends $all --workloads tileunpack:overlap
     step fixed-overlap-graph 60 --backends $all --workloads tileunpack:overlap --graph
     step check-overlap 60 --backends triton --workloads tileunpack:overlap --dtype bf16,fp32
