@@ -206,10 +206,9 @@ def _store_winners(base, tiles, out, b, p, pmask, win, covered, C, HW, T: tl.con
 
     ``tiles`` points at this image's packed tiles and ``win`` holds each pixel's offset
     in them for channel 0 (int64; int32 offsets measured slower on H200). With
-    READ_ALL_BASE, base is
-    read under the block's own mask, not only where no tile wins: a per-pixel mask splits
-    the load into scalar ones, a block mask keeps it vectorised (the minimal bytes count
-    all of base read once either way).
+    READ_ALL_BASE, base is read under the block's own mask, not only where no tile wins:
+    a per-pixel mask splits the load into scalar ones, a block mask keeps it vectorised
+    (the minimal bytes count all of base read once either way).
     """
     cov2 = covered[None, :]
     for i in range(CB):
