@@ -61,6 +61,17 @@ def _selected(idx, row0, K, first_tile, NTB: tl.constexpr, KC: tl.constexpr):
 
 
 @triton.jit
+def band_program(pid, bands, col_blocks, CHUNKS: tl.constexpr):
+    """``(b, band, row chunk, column block)`` of program ``pid``: axis 0 enumerates
+    (b, band of T pixel rows, chunk of rows, column block), column blocks fastest."""
+    cb = pid % col_blocks
+    rest = pid // col_blocks
+    chunk = rest % CHUNKS
+    rest = rest // CHUNKS
+    return rest // bands, rest % bands, chunk, cb
+
+
+@triton.jit
 def band_block(pid, H, W, T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr):
     """Program ``pid``'s band: ``(b, tile row, tile-column block, y4, x4, pixel mask)``.
 
@@ -70,14 +81,7 @@ def band_block(pid, H, W, T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, N
     """
     CHUNKS: tl.constexpr = (T + RB - 1) // RB
     per_row = W // T
-    tile_rows = H // T
-    col_blocks = tl.cdiv(per_row, NTB)
-    cb = pid % col_blocks
-    rest = pid // col_blocks
-    chunk = rest % CHUNKS
-    rest = rest // CHUNKS
-    ty = rest % tile_rows
-    b = rest // tile_rows
+    b, ty, chunk, cb = band_program(pid, H // T, tl.cdiv(per_row, NTB), CHUNKS)
     tcol = cb * NTB + tl.arange(0, NTB)
     dy = chunk * RB + tl.arange(0, RB)
     dx = tl.arange(0, TP)

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from apex_core.results import Case
-from apex_kernels.tile_stage1 import BAND_CONFIGS, band_block, band_shape
+from apex_kernels.tile_stage1 import BAND_CONFIGS, band_block, band_program, band_shape
 from apex_kernels.tilepack import Launcher, check_data_tensors, dtype_reason, shape_bucket
 from apex_kernels.tuning import TRACKER, autotune_configs
 
@@ -264,14 +264,7 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
     """
     CHUNKS: tl.constexpr = (T + RB - 1) // RB
     MISS: tl.constexpr = -(2**30)  # the launcher keeps 2 * K * T*T below 2**29
-    col_blocks = tl.cdiv(W, BW)
-    pid = tl.program_id(0)
-    cb = pid % col_blocks
-    rest = pid // col_blocks
-    chunk = rest % CHUNKS
-    rest = rest // CHUNKS
-    band = rest % bands
-    b = rest // bands
+    b, band, chunk, cb = band_program(tl.program_id(0), bands, tl.cdiv(W, BW), CHUNKS)
     dy0 = chunk * RB + tl.arange(0, RB)
     y = band * T + dy0
     x = cb * BW + tl.arange(0, BW)
