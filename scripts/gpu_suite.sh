@@ -78,13 +78,11 @@ case $part in
     # then ncu on the winner map's three launches (autotuned outside the profiled range)
     timeout 240 python3 scripts/dev/unpack_paths.py --profile large --cases overlap \
         --bandwidth "$(copy_gbps)" | tee -a "$work/overlap-paths.jsonl"
-    for which in overlap-map; do
-      timeout 120 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
-          --section LaunchStats --section MemoryWorkloadAnalysis \
-          python3 scripts/dev/ncu_unpack.py $which > "$work/ncu-$which.txt" 2>&1
-      grep -E "^  [a-z_]|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occ|DRAM|Block Limit" \
-          "$work/ncu-$which.txt" | head -60
-    done ;;
+    timeout 120 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section MemoryWorkloadAnalysis \
+        python3 scripts/dev/ncu_unpack.py overlap-map > "$work/ncu-overlap-map.txt" 2>&1
+    grep -E "^  [a-z_]|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occ|DRAM|Block Limit" \
+        "$work/ncu-overlap-map.txt" | head -60 ;;
   overlap)
     # tileunpack overlap with apex-bench at the large and fixed profiles
     step large-overlap 200 --profile large --backends $all --workloads tileunpack:overlap
