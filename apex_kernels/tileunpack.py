@@ -195,22 +195,23 @@ def _unpack_override_kernel(base, packed, origins, levels, out, C, W, HW, K,
         # ascending priority: a later hit overrides an earlier one
         win = tl.where(cov, k.to(tl.int64) * C * T * T + (py - oy) * T + (px - ox), win)
         covered = covered | cov
-    _store_winners(base, packed + b.to(tl.int64) * K * C * T * T, out, b, p, pmask, win, covered,
-                   C, HW, T, BLOCK_C, CB, False)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
+                   False)
 
 
 @triton.jit
-def _store_winners(base, tiles, out, b, p, pmask, win, covered, C, HW, T: tl.constexpr,
+def _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T: tl.constexpr,
                    BLOCK_C: tl.constexpr, CB: tl.constexpr, READ_ALL_BASE: tl.constexpr):
     """Each output element once: from the pixel's winning tile element, else from base.
 
-    ``tiles`` points at this image's packed tiles and ``win`` holds each pixel's offset
-    in them for channel 0 (int64; int32 offsets measured slower on H200). With
+    ``win`` holds each pixel's offset in image b's packed tiles for channel 0 (int64;
+    int32 offsets measured slower on H200). With
     READ_ALL_BASE, base is read under the block's own mask, not only where no tile wins:
     a per-pixel mask splits the load into scalar ones, a block mask keeps it vectorised
     (the minimal bytes count all of base read once either way).
     """
     cov2 = covered[None, :]
+    tiles = packed + b.to(tl.int64) * K * C * T * T
     for i in range(CB):
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         m2 = (c < C)[:, None] & pmask[None, :]
@@ -302,8 +303,8 @@ def _unpack_winner_map_kernel(base, packed, winners, out, C, HW, K, T: tl.conste
     code = tl.load(winners + b.to(tl.int64) * HW + p, mask=pmask, other=-1)
     covered = code >= 0
     win = (code // (T * T)).to(tl.int64) * C * T * T + code % (T * T)
-    _store_winners(base, packed + b.to(tl.int64) * K * C * T * T, out, b, p, pmask, win, covered,
-                   C, HW, T, BLOCK_C, CB, True)
+    _store_winners(base, packed, out, b, p, pmask, win, covered, C, HW, K, T, BLOCK_C, CB,
+                   True)
 
 
 @triton.autotune(configs=autotune_configs(_CONFIGS), key=["C", "HW", "K", "T"])

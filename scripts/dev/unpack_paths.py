@@ -1,7 +1,7 @@
 """Time tileunpack's kernel paths against each other on one case (exploration, not the perf notes).
 
 Each path (aligned cases: walk, band with its own sort, band over presorted runs;
-overlap: walk, row-band runs) is checked against
+overlap: walk, winner map) is checked against
 the reference first, then timed with ``triton.testing.do_bench`` (L2 flushed between
 calls). The perf notes' numbers come from ``apex-bench`` itself.
 
