@@ -1,10 +1,12 @@
 """Replay manifests: hashes that pin a run's seed, configuration and generated data.
 
 A report's ``replay`` block answers "would a rerun see the same problem?" without
-storing a tensor: ``config_sha256`` pins the settings, ``artifact_hashes`` pin the
-inputs each (workload, case, dtype) was timed on and the CPU reference outputs the
-checks compare against, and ``manifest_sha256`` folds seed, config and data into
-one value that never depends on file paths or the time of the run (docs/replay.md).
+storing a tensor: ``config_sha256`` pins the settings, ``artifact_hashes`` pin bit for
+bit the inputs each (workload, case, dtype) was timed on, ``reference_fingerprints``
+summarise the CPU reference outputs the checks compare against (compared with a
+tolerance, since another CPU's BLAS moves their last bits: fingerprint.py), and
+``manifest_sha256`` folds seed, config and inputs into one value that never depends on
+file paths, the time of the run or the CPU's floating-point paths (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 if TYPE_CHECKING:
     import torch
 
@@ -26,15 +30,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bumped when the way tensors are hashed changes (not when a workload changes).
-HASH_FORMAT = "apex-replay-1"
+HASH_FORMAT = "apex-replay-2"
 # Above this many input elements the float64 CPU reference costs seconds and gigabytes
-# (the large profile), so only the inputs are hashed; 4x the fixed profile's largest input.
+# (the large profile), so it is not fingerprinted; 4x the fixed profile's largest input.
 REFERENCE_ELEMENT_LIMIT = 8 * 2**20
 
 # workload name -> installed instance (None: not installed in this process)
 _INSTALLED: dict[str, Workload | None] = {}
-# (workload object, case, params JSON, dtype, seed) -> (hash, inputs only?)
-_ARTIFACT_CACHE: dict[tuple[Any, str, str, str, int], tuple[str | None, bool]] = {}
+# (workload object, case, params JSON, dtype, seed) -> the artifact's hash and fingerprint
+_ARTIFACT_CACHE: dict[tuple[Any, str, str, str, int], Artifact] = {}
 
 
 def clear_caches() -> None:
@@ -121,13 +125,25 @@ def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, 
     return inputs, reference_outputs(workload, case, inputs)
 
 
-def artifact_sha256(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
-                    seed: int) -> tuple[str | None, bool]:
-    """(hash, inputs only?) of one (workload, case, dtype) at ``seed``, computed once per process.
+@attrs.frozen
+class Artifact:
+    """One (workload, case, dtype) at a seed: the inputs' sha256 and the reference's fingerprint.
 
-    The hash is ``None`` when the data cannot be generated (the cell itself says why).
+    ``inputs_sha256`` is ``None`` when the data cannot be generated (the cell itself says
+    why); ``reference`` is ``None`` then, and when the inputs are too large for the float64
+    CPU reference (``inputs_only``).
     """
+
+    inputs_sha256: str | None
+    reference: dict[str, Any] | None = None
+    inputs_only: bool = False
+
+
+def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
+             seed: int) -> Artifact:
+    """The :class:`Artifact` of one (workload, case, dtype) at ``seed``, computed once per process."""
     from apex_core.correctness import DTYPES
+    from apex_core.report.fingerprint import tensors_fingerprint
 
     key = (workload, case_name, canonical_json(dict(params)), dtype, seed)
     if key not in _ARTIFACT_CACHE:
@@ -135,12 +151,13 @@ def artifact_sha256(workload: Workload, case_name: str, params: Mapping[str, Any
             case = _case(workload, case_name, params)
             inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
             inputs_only = sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT
-            outputs = {} if inputs_only else reference_outputs(workload, case, inputs)
-            _ARTIFACT_CACHE[key] = (tensors_sha256(inputs, outputs), inputs_only)
+            reference = None if inputs_only else tensors_fingerprint(
+                reference_outputs(workload, case, inputs))
+            _ARTIFACT_CACHE[key] = Artifact(tensors_sha256(inputs, {}), reference, inputs_only)
         except Exception:
             log.debug("replay hash of %s/%s/%s failed", workload.name, case_name, dtype,
                       exc_info=True)
-            _ARTIFACT_CACHE[key] = (None, False)
+            _ARTIFACT_CACHE[key] = Artifact(None)
     return _ARTIFACT_CACHE[key]
 
 
@@ -159,36 +176,31 @@ def installed_workloads(names: Iterable[str]) -> dict[str, Workload | None]:
     return {name: _INSTALLED[name] for name in wanted}
 
 
-def artifact_hashes(cells: Iterable[CellResult], seed: int,
-                    workloads: Mapping[str, Workload | None] | None = None
-                    ) -> tuple[dict[str, str | None], list[str]]:
-    """``{workload/case/dtype: sha256}`` over the cells' distinct artifacts, and the inputs-only keys."""
+def artifacts(cells: Iterable[CellResult], seed: int,
+              workloads: Mapping[str, Workload | None] | None = None) -> dict[str, Artifact]:
+    """``{workload/case/dtype: Artifact}`` over the cells' distinct artifacts, sorted by key."""
     wanted: dict[str, tuple[str, str, dict[str, Any], str]] = {}
     for cell in cells:
         key = artifact_key(cell.workload, cell.case, cell.dtype)
         wanted.setdefault(key, (cell.workload, cell.case, dict(cell.params), cell.dtype))
     if workloads is None:
         workloads = installed_workloads(name for name, *_ in wanted.values())
-    hashes: dict[str, str | None] = {}
-    inputs_only: list[str] = []
+    found: dict[str, Artifact] = {}
     for key, (name, case_name, params, dtype) in sorted(wanted.items()):
         workload = workloads.get(name)
-        digest, partial = (artifact_sha256(workload, case_name, params, dtype, seed)
-                           if workload is not None else (None, False))
-        hashes[key] = digest
-        if partial:
-            inputs_only.append(key)
-    return hashes, inputs_only
+        found[key] = (artifact(workload, case_name, params, dtype, seed)
+                      if workload is not None else Artifact(None))
+    return found
 
 
 def manifest_sha256(seed: int, config_hash: str, artifact_hash: str) -> str:
-    """sha256 of the seed, the config hash and the artifact hash, and of nothing else."""
+    """sha256 of the seed, the config hash and the inputs' hash, and of nothing else."""
     return sha256_text(canonical_json(
         {"seed": seed, "config_sha256": config_hash, "artifact_sha256": artifact_hash}))
 
 
 def hash_platform() -> dict[str, Any]:
-    """What the artifact hashes depend on besides the code: torch and its CPU kernel level."""
+    """What the inputs' bits depend on besides the code: torch and its CPU kernel level."""
     import torch
 
     return {"torch": torch.__version__.split("+")[0],
@@ -197,9 +209,10 @@ def hash_platform() -> dict[str, Any]:
 
 def replay_block(config: Mapping[str, Any], cells: Iterable[CellResult],
                  workloads: Mapping[str, Workload | None] | None = None) -> dict[str, Any]:
-    """The report's ``replay`` block: seed, config hash, artifact hashes and the manifest hash."""
+    """The report's ``replay`` block: seed, config and input hashes, reference fingerprints."""
     seed = int(config.get("seed", 0))
-    hashes, inputs_only = artifact_hashes(cells, seed, workloads)
+    found = artifacts(cells, seed, workloads)
+    hashes = {key: a.inputs_sha256 for key, a in found.items()}
     config_hash = config_sha256(config)
     artifact_hash = sha256_text(canonical_json(hashes))
     return {
@@ -208,7 +221,9 @@ def replay_block(config: Mapping[str, Any], cells: Iterable[CellResult],
         "artifact_hashes": hashes,
         "artifact_sha256": artifact_hash,
         "manifest_sha256": manifest_sha256(seed, config_hash, artifact_hash),
+        "reference_fingerprints": {key: a.reference for key, a in found.items()
+                                   if a.reference is not None},
         "hash_format": HASH_FORMAT,
-        "inputs_only": inputs_only,
+        "inputs_only": [key for key, a in found.items() if a.inputs_only],
         "platform": hash_platform(),
     }
