@@ -14,10 +14,11 @@ import attrs
 import torch
 
 from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
+from apex_core.cuda_timer import measure_cuda
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Accuracy, Case, CellResult, Derived, SkipKind, Status, Timing, Work
-from apex_core.timing import CudaTimer, TimingOptions, measure_cpu
+from apex_core.timing import TimingOptions, measure_cpu
 
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
 _CHECK_BEFORE_SEED_OFFSET = 1
@@ -117,12 +118,7 @@ def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None]:
     if not spec.device.startswith("cuda"):
         timing = measure_cpu(prepared.fn, spec.timing)
         return _relabel(timing, prepared), None
-    timer = CudaTimer(spec.timing)
-    flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    timing = timer.measure(prepared.fn)
-    peak = (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20
+    timing, peak = measure_cuda(prepared.fn, spec.timing)
     return _relabel(timing, prepared), peak
 
 

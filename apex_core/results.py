@@ -166,15 +166,32 @@ class Stats:
 
 
 @attrs.frozen
+class KernelActivity:
+    """What the profiler saw per call: kernel count, first-start-to-last-end span, streams."""
+
+    kernels_per_call: float  # median over the profiled calls
+    span_p50_ms: float  # first device activity's start to the last one's end, median
+    streams: int  # distinct streams the calls' device work ran on
+    calls: int  # calls profiled
+
+
+@attrs.frozen
 class Timing:
     """How a cell was measured and what came out of it."""
 
-    method: str  # e.g. "cuda_event", "cuda_graph", "cpu_perf_counter", "triton_interpreter"
+    # e.g. "cuda_event_held", "cuda_graph_held", "cuda_event" (not held), "kernel_profiler",
+    # "cpu_perf_counter", "triton_interpreter" (docs/timing.md)
+    method: str
     cache: str  # "cold" or "warm" (CPU: "n/a")
     samples_ms: tuple[float, ...]
     stats: Stats
     stop_reason: str  # "noise", "converged", "time_cap", "sample_cap"
     note: str = ""
+    # median host time to issue one call (perf_counter around the call, no sync); CUDA only
+    host_ms: float | None = None
+    kernel: KernelActivity | None = None  # the kernel timer's per-call activity
+    # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted
+    floor_ms: float | None = None
 
 
 @attrs.frozen

@@ -1,10 +1,7 @@
-"""The timing contract (DESIGN.md section 5): warm-up, adaptive sampling, CPU and CUDA timers.
+"""The timing contract (docs/timing.md): options, the adaptive stop rule and the CPU timer.
 
-CUDA samples are bracketed by events on a dedicated stream; by default the L2
-cache is flushed before each sample with a buffer twice the device's L2 size
-(the L2 of Hopper parts is split in two halves, and a buffer exactly the size
-of the cache leaves some lines resident). ``graph=True`` captures the callable
-in a CUDA graph once and times its replays.
+The CUDA timers live beside it: ``cuda_timer`` (events on a held stream, the default)
+and ``kernel_timer`` (device activity from the profiler).
 """
 
 from __future__ import annotations
@@ -23,7 +20,10 @@ from apex_core.stats import summarize
 # and how close they must be (relative spread), in the spirit of nvbench's stdrel criterion.
 _CONVERGENCE_WINDOW = 5
 _CONVERGENCE_SPREAD = 0.05
-_BATCH = 10
+_CHECK_STEP = 10
+
+
+TIMERS = ("event", "kernel")
 
 
 @attrs.frozen
@@ -38,6 +38,12 @@ class TimingOptions:
     max_samples: int = 5000
     cache: str = attrs.field(default="cold", validator=attrs.validators.in_(("cold", "warm")))
     graph: bool = False
+    # "event": CUDA events on a held stream; "kernel": the profiler's device activity per call
+    timer: str = attrs.field(default="event", validator=attrs.validators.in_(TIMERS))
+    # hold the timing stream until each sample is queued (cuda_timer.py); off only to compare
+    hold: bool = True
+    # CUDA samples net of the same method's time for one empty kernel (docs/timing.md)
+    subtract_floor: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.warmup < 0:
@@ -53,7 +59,7 @@ class TimingOptions:
             raise ValueError(f"noise target must be in (0, 1), got {self.noise_target}")
 
 
-class _StopRule:
+class StopRule:
     """Decides when enough samples were taken: min iters and min time, then noise or cap.
 
     After both minimums, sampling stops when the relative noise (std / mean) is under
@@ -80,7 +86,7 @@ class _StopRule:
         # schedule so the check never dominates a fast callable.
         if len(samples) < self.next_check:
             return None
-        self.next_check = max(len(samples) + _BATCH, int(len(samples) * 1.1))
+        self.next_check = max(len(samples) + _CHECK_STEP, int(len(samples) * 1.1))
         stats = summarize(samples)
         if stats.cv <= opts.noise_target:
             return "noise"
@@ -109,7 +115,7 @@ def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cp
     """Sample ``fn`` with ``time.perf_counter_ns`` around each call."""
     for _ in range(options.warmup):
         fn()
-    rule = _StopRule(options)
+    rule = StopRule(options)
     samples: list[float] = []
     start = time.perf_counter()
     while True:
@@ -119,82 +125,3 @@ def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cp
         stop = rule.reason(samples, time.perf_counter() - start)
         if stop:
             return _timing(method, "n/a", samples, stop)
-
-
-def l2_flush_bytes(device_index: int = 0) -> int:
-    """Bytes of the buffer written before each cold sample: twice the device's L2 size."""
-    import torch
-
-    props = torch.cuda.get_device_properties(device_index)
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-    # 64 MiB is larger than the L2 of every current part; used only if the attribute is absent.
-    return 2 * l2 if l2 > 0 else 64 * 1024 * 1024
-
-
-class CudaTimer:
-    """Times a callable with CUDA events on a dedicated stream, optionally replaying a graph."""
-
-    def __init__(self, options: TimingOptions) -> None:
-        import torch
-
-        self.torch = torch
-        self.options = options
-        self.stream = torch.cuda.Stream()
-        self.flush_buffer = (
-            torch.empty(l2_flush_bytes(), dtype=torch.uint8, device="cuda")
-            if options.cache == "cold"
-            else None
-        )
-
-    def _capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
-        torch = self.torch
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(self.stream):
-            fn()  # one eager call on the capture stream so lazy allocations happen first
-        self.stream.synchronize()
-        with torch.cuda.graph(graph, stream=self.stream):
-            fn()
-        return graph.replay
-
-    def measure(self, fn: Callable[[], Any]) -> Timing:
-        torch = self.torch
-        opts = self.options
-        note = ""
-        method = "cuda_event"
-        call = fn
-        if opts.graph:
-            try:
-                call = self._capture(fn)
-                method = "cuda_graph"
-            except Exception as exc:  # capture is best effort; the method column says what ran
-                torch.cuda.synchronize()
-                note = f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly"
-        torch.cuda.synchronize()
-        with torch.cuda.stream(self.stream):
-            for _ in range(opts.warmup):
-                call()
-            samples = self._sample(call)
-        return attrs.evolve(samples, method=method, note=note)
-
-    def _sample(self, call: Callable[[], Any]) -> Timing:
-        torch = self.torch
-        rule = _StopRule(self.options)
-        samples: list[float] = []
-        start = time.perf_counter()
-        while True:
-            events = [
-                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                for _ in range(_BATCH)
-            ]
-            for begin, end in events:
-                if self.flush_buffer is not None:
-                    self.flush_buffer.zero_()
-                begin.record(self.stream)
-                call()
-                end.record(self.stream)
-            events[-1][1].synchronize()
-            for begin, end in events:
-                samples.append(begin.elapsed_time(end))
-                stop = rule.reason(samples, time.perf_counter() - start)
-                if stop:
-                    return _timing("cuda_event", self.options.cache, samples, stop)

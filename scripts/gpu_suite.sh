@@ -14,8 +14,10 @@
 #   bash scripts/gpu_suite.sh scan-check OUT  the scan's split path in bf16/fp32, and under --graph
 #   bash scripts/gpu_suite.sh check OUT   triton correctness in bf16 and fp32, fixed profile
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
+#   bash scripts/gpu_suite.sh timers OUT  every CUDA timer against a spin kernel of known cycles
+#   bash scripts/gpu_suite.sh triton-methods OUT  triton, fixed profile: two fresh default runs, graph, kernel, unheld
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -43,6 +45,21 @@ paths() {  # paths "KEY=V ..." SEGMENTS [CASES]: tilessm-scan's paths, checked, 
   tar czf "$OUT_DIR/results-$part.tgz" -C "$work" .
 }
 case $part in
+  timers)
+    python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+    timeout 300 python3 scripts/timer_check.py "$work/timer-check.json" | tee "$work/timer-check.md"
+    tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
+  triton-methods)
+    # two fresh processes of the default method, then graph, kernel timer and unheld events
+    step triton-1 200 --backends triton
+    step triton-2 120 --backends triton
+    step triton-graph 120 --backends triton --graph
+    step triton-kernel 150 --backends triton --timer kernel
+    step triton-unheld 120 --backends triton --no-hold
+    step triton-raw 120 --backends triton --raw-times
+    step triton-graph-kernel 150 --backends triton --graph --timer kernel
+    python3 scripts/perf_table.py --methods "$work"/triton-{1,2,graph,kernel,unheld,raw,graph-kernel}.json \
+        | tee "$work/methods.md" ;;
   fixed)
     step fixed 330 --backends $all
     step fixed-graph 180 --backends $all --graph ;;

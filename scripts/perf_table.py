@@ -3,6 +3,8 @@
 Usage: python scripts/perf_table.py --bandwidth bw.json report.json [report.json ...]
 Prints one Markdown table per report: p50 per backend, minimal bytes and FLOPs, the
 roofline floor (minimal bytes / measured copy bandwidth) and the fraction of it reached.
+With --methods, one table over all the reports instead: a row per cell, a column per
+report (its timing method), p50 in us, plus the host cost and kernels per call where known.
 """
 
 from __future__ import annotations
@@ -44,11 +46,39 @@ def table(report: dict, copy_gbps: float | None) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def methods_table(paths: list[str]) -> str:
+    """One row per cell, one p50 column per report, labelled by the report's timing method."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    columns, rows = [], {}
+    for path, report in zip(paths, reports, strict=True):
+        methods = sorted({b.get("timing_method") or "?" for b in report["benchmarks"] if b["status"] == "ok"})
+        columns.append(f"{Path(path).stem}: {'/'.join(methods)}")
+        for b in report["benchmarks"]:
+            row = rows.setdefault((b["workload"], b["case"], b["backend"], b["dtype"]), {})
+            row[len(columns) - 1] = b
+    head = ["workload", "case", "backend", "dtype", *[f"{c} p50 us" for c in columns],
+            "host us / call", "kernels / call"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key, by in rows.items():
+        texts = [_us((by[i].get("stats") or {}).get("p50_ms")) if i in by and by[i]["status"] == "ok"
+                 else (by[i]["status"] if i in by else "–") for i in range(len(columns))]
+        host = next((b["host_ms"] for b in by.values() if b.get("host_ms") is not None), None)
+        kernels = next((b["kernel_activity"]["kernels_per_call"] for b in by.values()
+                        if b.get("kernel_activity")), None)
+        lines.append("| " + " | ".join([*key, *texts, _us(host), "–" if kernels is None else f"{kernels:g}"])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bandwidth", help="JSON from scripts/copy_bandwidth.py")
+    parser.add_argument("--methods", action="store_true", help="one table, a column per report")
     parser.add_argument("reports", nargs="+")
     args = parser.parse_args()
+    if args.methods:
+        print(methods_table(args.reports))
+        return
     copy_gbps = json.loads(Path(args.bandwidth).read_text())["copy_gbps"] if args.bandwidth else None
     for path in args.reports:
         print(f"### {path}\n")

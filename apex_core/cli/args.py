@@ -83,6 +83,14 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
     tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
                      help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
     tim.add_argument("--graph", action="store_true", help="time CUDA-graph replays (cuda only)")
+    tim.add_argument("--timer", choices=("event", "kernel"), default="event",
+                     help="CUDA timer: events on a stream held until each sample is queued (event, "
+                          "default), or the profiler's kernel time per call, on every stream (kernel)")
+    tim.add_argument("--no-hold", dest="hold", action="store_false",
+                     help="event timer without the stream hold, so host launch gaps count (for comparison)")
+    tim.add_argument("--raw-times", dest="subtract_floor", action="store_false",
+                     help="keep the timer's own cost in CUDA samples (by default each sample is net of the "
+                          "same method's time for one empty kernel, which the report records)")
     return tim
 
 

@@ -46,10 +46,18 @@ def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
 def timing_options(args: Any, device: str) -> TimingOptions:
     if args.graph and device != "cuda":
         raise UsageError("--graph needs --device cuda (CUDA graphs do not exist on the CPU)")
+    if args.timer == "kernel":
+        from apex_core.kernel_timer import profiler_unavailable_reason
+
+        why = (profiler_unavailable_reason() if device == "cuda"
+               else "it times device kernels; use --device cuda")
+        if why:
+            raise UsageError(f"--timer kernel cannot run here: {why}")
     try:
         return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
                              max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
-                             graph=args.graph)
+                             graph=args.graph, timer=args.timer, hold=args.hold,
+                             subtract_floor=args.subtract_floor)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

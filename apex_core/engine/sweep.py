@@ -275,18 +275,12 @@ class _StageError(Exception):
 
 def measure(fn: Callable[[], Any], device: str, options: TimingOptions) -> tuple[Timing, float | None]:
     """Time ``fn`` with the core's timer for ``device``; returns the timing and peak device MB (cuda)."""
-    from apex_core.timing import CudaTimer, measure_cpu
+    from apex_core.cuda_timer import measure_cuda
+    from apex_core.timing import measure_cpu
 
     if device != "cuda":
         return measure_cpu(fn, options), None
-    import torch
-
-    timer = CudaTimer(options)
-    flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    timing = timer.measure(fn)
-    return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20
+    return measure_cuda(fn, options)
 
 
 def _sync(device: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from apex_core.report.records import is_launch_bound
 from apex_core.results import CellResult, Report, Status
 
 REFERENCE_BACKEND = "torch-reference"
@@ -44,6 +45,8 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
         if comparable and cell.backend != REFERENCE_BACKEND and reference is not None \
                 and reference.timing:
             text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
+        if is_launch_bound(cell.timing):
+            text += " †"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"
         return text
@@ -92,6 +95,9 @@ def render_markdown(report: Report) -> str:
                       for c in report.cells if c.timing is not None})
     if methods:
         lines += ["", "Timing: " + "; ".join(methods) + "."]
+    if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
+        lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
+                      "so its real-world speed is the host's (host_ms in the JSON report)."]
     broken = report.plugins
     if broken:
         lines += ["", "Plugins that failed to load:", ""]

@@ -10,7 +10,7 @@ import attrs
 
 from apex_core.environment import environment_key
 from apex_core.report.manifest import replay_block
-from apex_core.results import Accuracy, CellResult, Report, Stats
+from apex_core.results import Accuracy, CellResult, Report, Stats, Timing
 
 SCHEMA_VERSION = 1
 
@@ -79,6 +79,13 @@ def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
     }
 
 
+def is_launch_bound(timing: Timing) -> bool | None:
+    """True when issuing one call costs the host more than the device spends on it (None: unknown)."""
+    if timing.host_ms is None:
+        return None
+    return timing.host_ms > timing.stats.p50
+
+
 def cell_record(cell: CellResult) -> dict[str, Any]:
     """One entry of the report's ``benchmarks`` list."""
     record: dict[str, Any] = {
@@ -110,7 +117,12 @@ def cell_record(cell: CellResult) -> dict[str, Any]:
             timing_note=cell.timing.note,
             stats=stats_record(cell.timing.stats),
             samples_ms=list(cell.timing.samples_ms),
+            host_ms=cell.timing.host_ms,
+            launch_bound=is_launch_bound(cell.timing),
+            timer_floor_ms=cell.timing.floor_ms,
         )
+        if cell.timing.kernel is not None:
+            record["kernel_activity"] = attrs.asdict(cell.timing.kernel)
     if cell.derived is not None:
         d = cell.derived
         record.update(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apex_core.timing import TimingOptions, _StopRule, measure_cpu
+from apex_core.timing import StopRule, TimingOptions, measure_cpu
 
 
 def test_options_validate():
@@ -15,7 +15,7 @@ def test_options_validate():
 
 
 def test_stop_rule_waits_for_min_iters_and_min_time():
-    rule = _StopRule(TimingOptions(min_iters=5, min_time_s=1.0, max_time_s=10.0))
+    rule = StopRule(TimingOptions(min_iters=5, min_time_s=1.0, max_time_s=10.0))
     assert rule.reason([1.0] * 4, 2.0) is None  # too few samples
     assert rule.reason([1.0] * 10, 0.5) is None  # too little time
     assert rule.reason([1.0] * 10, 1.5) == "noise"  # zero noise once both minimums are met
@@ -23,12 +23,12 @@ def test_stop_rule_waits_for_min_iters_and_min_time():
 
 def test_stop_rule_caps_time_and_samples():
     opts = TimingOptions(min_iters=1, min_time_s=0.0, max_time_s=1.0, max_samples=20)
-    assert _StopRule(opts).reason([1.0, 3.0], 1.0) == "time_cap"
-    assert _StopRule(opts).reason([1.0, 3.0] * 10, 0.1) == "sample_cap"
+    assert StopRule(opts).reason([1.0, 3.0], 1.0) == "time_cap"
+    assert StopRule(opts).reason([1.0, 3.0] * 10, 0.1) == "sample_cap"
 
 
 def test_stop_rule_detects_converged_noise():
-    rule = _StopRule(TimingOptions(min_iters=2, min_time_s=0.0, max_time_s=100.0))
+    rule = StopRule(TimingOptions(min_iters=2, min_time_s=0.0, max_time_s=100.0))
     samples = [1.0, 2.0] * 5  # constant 33 % noise: never under target, but stable
     reasons = []
     for _ in range(40):

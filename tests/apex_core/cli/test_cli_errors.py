@@ -28,6 +28,8 @@ def assert_usage_error(result, *fragments):
         (["--dtype", "fp64"], ["unknown dtype 'fp64'"]),
         (["--device", "cuda"], ["no CUDA device"]),
         (["--graph"], ["--graph needs --device cuda"]),
+        (["--timer", "kernel"], ["--timer kernel cannot run here", "use --device cuda"]),
+        (["--timer", "wall"], ["invalid choice: 'wall'"]),
         (["--profile", "huge"], ["invalid choice: 'huge'"]),
     ],
 )

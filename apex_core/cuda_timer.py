@@ -1,0 +1,254 @@
+"""CUDA-event timing of one callable: the stream held until each sample is queued (docs/timing.md).
+
+Each sample is: L2 flush (cold cache), hold, start event, the call, end event, release.
+The flush and the hold lie outside the events; the hold keeps the GPU from starting
+the sample until the host has queued all of it, so the events bracket device work and
+never the host's launch cost, which is measured apart (``host_ms``: perf_counter
+around the call, no sync). ``graph=True`` does the same around CUDA-graph replays.
+Without a hold (no driver support, or a call that synchronizes the host) the samples
+are plain events around each call and the method says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from apex_core.results import Timing
+from apex_core.stats import percentile, summarize
+from apex_core.stream_hold import Watchdog, probe_stream_hold
+from apex_core.timing import StopRule, TimingOptions
+
+# samples queued between two host synchronizations
+_BATCH = 10
+# how long a held sample may take to queue before the watchdog releases it: this many
+# times the slowest warm-up call's host time, and never less than the floor
+HOLD_TIMEOUT_FACTOR = 20.0
+HOLD_TIMEOUT_MIN_S = 0.25
+HOLD_TIMEOUT_MAX_S = 5.0
+# how the floor (one empty kernel, timed the cell's way) is sampled: its p50 settles in ~100 samples
+FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 10, 100, 0.05, 0.3
+
+
+def empty_kernel() -> Callable[[], Any]:
+    """A launch that does no work: one thread that spins for 0 cycles (``torch.cuda._sleep(0)``)."""
+    import torch
+
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is not None:
+        return lambda: sleep(0)
+    one = torch.empty(1, device="cuda")
+    return lambda: one.fill_(0)
+
+
+def subtract_floor(timing: Timing, floor_ms: float) -> Timing:
+    """The samples net of the timer's floor (never below 0); the floor is kept beside them."""
+    net = tuple(max(sample - floor_ms, 0.0) for sample in timing.samples_ms)
+    return attrs.evolve(timing, samples_ms=net, stats=summarize(net), floor_ms=floor_ms)
+
+
+def l2_flush_bytes(device_index: int = 0) -> int:
+    """Bytes of the buffer written before each cold sample: twice the device's L2 size."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device_index)
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    # 64 MiB is larger than the L2 of every current part; used only if the attribute is absent.
+    return 2 * l2 if l2 > 0 else 64 * 1024 * 1024
+
+
+def hold_timeout_s(warmup_host_s: list[float]) -> float:
+    """The watchdog's timeout for one held sample, from the warm-up calls' host times."""
+    slowest = max(warmup_host_s, default=0.0)
+    return min(max(HOLD_TIMEOUT_MIN_S, HOLD_TIMEOUT_FACTOR * slowest), HOLD_TIMEOUT_MAX_S)
+
+
+class CudaTimer:
+    """Times a callable with CUDA events on a dedicated stream, held while each sample is queued."""
+
+    def __init__(self, options: TimingOptions, hold: Any = "probe") -> None:
+        import torch
+
+        self.torch = torch
+        self.options = options
+        self.stream = torch.cuda.Stream()
+        self.flush_buffer = (
+            torch.empty(l2_flush_bytes(), dtype=torch.uint8, device="cuda")
+            if options.cache == "cold"
+            else None
+        )
+        if not options.hold:
+            hold = None
+        if hold == "probe":
+            hold, why = probe_stream_hold()
+            self.unheld_reason = f"stream hold unavailable: {why}" if hold is None else ""
+        else:
+            self.unheld_reason = "" if hold is not None else "not held (--no-hold)"
+        self.hold = hold
+
+    def close(self) -> None:
+        if self.hold is not None:
+            self.torch.cuda.synchronize()
+            self.hold.close()
+            self.hold = None
+
+    def _capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        torch = self.torch
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(self.stream):
+            fn()  # one eager call on the capture stream so lazy allocations happen first
+        self.stream.synchronize()
+        with torch.cuda.graph(graph, stream=self.stream):
+            fn()
+        return graph.replay
+
+    def measure(self, fn: Callable[[], Any]) -> Timing:
+        """Time ``fn``; with ``subtract_floor`` each sample is net of the same method's empty launch."""
+        torch = self.torch
+        notes = []
+        graph = False
+        call = fn
+        if self.options.graph:
+            try:
+                call = self._capture(fn)
+                graph = True
+            except Exception as exc:  # capture is best effort; the method column says what ran
+                torch.cuda.synchronize()
+                notes.append(f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly")
+        torch.cuda.synchronize()
+        timing, why_unheld = self._measure_raw(call, self.options, self.unheld_reason)
+        if why_unheld:
+            notes.append(why_unheld)
+        if self.options.timer == "kernel":
+            method = "kernel_profiler"
+            notes += ["graph replays"] if graph else []
+        else:
+            base = "cuda_graph" if graph else "cuda_event"
+            method = base if why_unheld else f"{base}_held"
+        if self.options.subtract_floor:
+            timing = subtract_floor(timing, self._floor(graph, why_unheld))
+        return attrs.evolve(timing, method=method, note="; ".join(notes))
+
+    def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str
+                     ) -> tuple[Timing, str]:
+        """Samples of ``call`` as the timer sees them; and why they were not held ("" if held)."""
+        torch = self.torch
+        with torch.cuda.stream(self.stream):
+            if options.timer == "kernel":
+                from apex_core.kernel_timer import KernelTimer
+
+                flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
+                return KernelTimer(options, flush).measure(call), ""
+            warm_host_s = []
+            for _ in range(options.warmup):
+                t0 = time.perf_counter()
+                call()
+                warm_host_s.append(time.perf_counter() - t0)
+            return self._sample(call, options, hold_timeout_s(warm_host_s), why_unheld)
+
+    def _floor(self, graph: bool, why_unheld: str) -> float:
+        """The p50 of the same method (graph, hold) around one empty kernel: the timer's own cost."""
+        empty = empty_kernel()
+        call = self._capture(empty) if graph else empty
+        options = attrs.evolve(self.options, warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
+                               min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S)
+        timing, _ = self._measure_raw(call, options, why_unheld)
+        return timing.stats.p50
+
+    def _sample(self, call: Callable[[], Any], options: TimingOptions, timeout_s: float, why_unheld: str
+                ) -> tuple[Timing, str]:
+        """Samples until the stop rule says enough; returns them and why they were not held."""
+        torch = self.torch
+        rule = StopRule(options)
+        samples: list[float] = []
+        host_ms: list[float] = []
+        watchdog = Watchdog(self.hold.release) if self.hold is not None else None
+        start = time.perf_counter()
+        try:
+            while True:
+                held = watchdog is not None and not why_unheld
+                batch = self._queue_batch(call, watchdog if held else None, timeout_s, host_ms)
+                batch[-1][1].synchronize()
+                if held and watchdog is not None and watchdog.tripped:
+                    torch.cuda.synchronize()
+                    why_unheld = (f"not held: a call did not finish queueing within {timeout_s * 1e3:.0f} ms "
+                                  "behind the hold (it synchronizes with the host, or queues more launches "
+                                  "than the stream takes); timed without the hold, so host launch gaps count")
+                    samples.clear()
+                    host_ms.clear()
+                    continue
+                for begin, end in batch:
+                    samples.append(begin.elapsed_time(end))
+                    stop = rule.reason(samples, time.perf_counter() - start)
+                    if stop:
+                        timing = Timing("cuda_event", options.cache, tuple(samples),
+                                        summarize(samples), stop,
+                                        host_ms=statistics.median(host_ms) if host_ms else None)
+                        return timing, why_unheld
+        finally:
+            if watchdog is not None:
+                watchdog.close()
+
+    def _queue_batch(self, call: Callable[[], Any], watchdog: Watchdog | None, timeout_s: float,
+                     host_ms: list[float]) -> list[tuple[Any, Any]]:
+        """Queue ``_BATCH`` samples; each held until its call is queued when a watchdog is given."""
+        torch = self.torch
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(_BATCH)]
+        for index, (begin, end) in enumerate(events):
+            if self.flush_buffer is not None:
+                self.flush_buffer.zero_()
+            number = None
+            if watchdog is not None:
+                number = self.hold.hold(self.stream)
+                watchdog.arm(number, timeout_s)
+            begin.record(self.stream)
+            t0 = time.perf_counter_ns()
+            call()
+            host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            end.record(self.stream)
+            if watchdog is not None and number is not None:
+                watchdog.disarm()
+                self.hold.release(number)
+                if watchdog.tripped:
+                    return events[: index + 1]
+        return events
+
+
+def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing, float]:
+    """Time ``fn`` on the GPU; returns the timing and the peak device memory in MB, flush excluded."""
+    import torch
+
+    timer = CudaTimer(options)
+    try:
+        flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        timing = timer.measure(fn)
+        return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20
+    finally:
+        timer.close()
+
+
+# Triton's autotuner times each configuration through this (adapters/triton_backend.py):
+# a short held, cold-L2 sample, so its choice follows the kernels and not the host's jitter.
+TUNING_OPTIONS = TimingOptions(warmup=3, min_iters=20, min_time_s=0.0, max_time_s=0.1, subtract_floor=False)
+TUNING_METHOD = "cuda_event_held, cold L2, p50 of >= 20 samples"
+_tuning_timer: CudaTimer | None = None
+
+
+def tuning_bench(fn: Callable[[], Any], quantiles: Any = None, return_mode: str = "median",
+                 **_ignored: Any) -> Any:
+    """``triton.testing.do_bench``'s contract (ms; quantiles or one statistic) on the held timer."""
+    global _tuning_timer
+    if _tuning_timer is None:
+        _tuning_timer = CudaTimer(TUNING_OPTIONS)
+    ordered = sorted(_tuning_timer.measure(fn).samples_ms)
+    if quantiles:
+        return [percentile(ordered, 100 * q) for q in quantiles]
+    stats = summarize(ordered)
+    return {"min": stats.min, "max": stats.max, "mean": stats.mean}.get(return_mode, stats.p50)

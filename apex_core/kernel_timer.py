@@ -1,0 +1,162 @@
+"""The kernel-only timer: per call, the device activity the profiler (CUPTI via kineto) recorded.
+
+Each profiled call runs inside a ``record_function`` range named ``apex_call_<i>``; the
+L2 flush before it lies outside. Every CUDA runtime or driver call the host made inside
+that range (on any thread) is tied by its correlation id to the kernels, copies and sets
+it started on the device, on whatever stream. A sample is the sum of their durations;
+the span from the first start to the last end and the kernel count are kept too. Work
+on other streams is seen, so backends that do not run on the timing stream (ONNX
+Runtime, JAX, libraries with their own streams) are timed as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from apex_core.results import KernelActivity, Timing
+from apex_core.stats import summarize
+from apex_core.timing import StopRule, TimingOptions
+
+CALL_PREFIX = "apex_call_"
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# kineto events per profiler session: enough calls to amortise a session, few enough to parse quickly
+_EVENTS_PER_SESSION = 4000
+_MAX_CALLS_PER_SESSION = 200
+
+
+@attrs.frozen
+class CallActivity:
+    """The device activity of one profiled call."""
+
+    index: int
+    busy_ms: float  # sum of kernel, copy and set durations
+    span_ms: float  # first start to last end
+    kernels: int
+    streams: frozenset[int]
+
+
+def profiler_unavailable_reason() -> str:
+    """Why ``--timer kernel`` cannot run here, or "" when the profiler can record CUDA activity."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, supported_activities
+    except Exception as exc:  # torch without its profiler
+        return f"torch.profiler not importable ({type(exc).__name__}: {exc})"
+    if not torch.cuda.is_available():
+        return "no CUDA device: the kernel timer records device activity"
+    if ProfilerActivity.CUDA not in supported_activities():
+        return "this torch's profiler cannot record CUDA activity (built without CUPTI)"
+    return ""
+
+
+def call_activities(trace_events: Iterable[Mapping[str, Any]], prefix: str = CALL_PREFIX
+                    ) -> list[CallActivity]:
+    """Per ``prefix<i>`` range of a Chrome trace, the device activity its host calls started."""
+    events = list(trace_events)
+    ranges = sorted(
+        (int(e["name"][len(prefix):]), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)
+    )
+    launches: list[tuple[float, int]] = sorted(
+        (float(e["ts"]), corr) for e in events
+        if e.get("cat") in HOST_CATEGORIES and (corr := _correlation(e)) is not None)
+    device: dict[int, list[Mapping[str, Any]]] = {}
+    for e in events:
+        correlation = _correlation(e)
+        if e.get("cat") in DEVICE_CATEGORIES and correlation is not None:
+            device.setdefault(correlation, []).append(e)
+    activities = []
+    for index, begin, end in ranges:
+        work = [d for ts, corr in launches if begin <= ts <= end for d in device.get(corr, ())]
+        if not work:
+            activities.append(CallActivity(index, 0.0, 0.0, 0, frozenset()))
+            continue
+        starts = [float(d["ts"]) for d in work]
+        ends = [float(d["ts"]) + float(d.get("dur", 0)) for d in work]
+        activities.append(CallActivity(
+            index=index,
+            busy_ms=sum(float(d.get("dur", 0)) for d in work) / 1e3,
+            span_ms=(max(ends) - min(starts)) / 1e3,
+            kernels=sum(1 for d in work if d.get("cat") == "kernel"),
+            streams=frozenset(int(d.get("args", {}).get("stream", -1)) for d in work),
+        ))
+    return activities
+
+
+def _correlation(event: Mapping[str, Any]) -> int | None:
+    value = event.get("args", {}).get("correlation")
+    return int(value) if value is not None else None
+
+
+def summarize_activity(activities: list[CallActivity]) -> KernelActivity:
+    return KernelActivity(
+        kernels_per_call=statistics.median(a.kernels for a in activities),
+        span_p50_ms=statistics.median(a.span_ms for a in activities),
+        streams=len(frozenset().union(*(a.streams for a in activities))),
+        calls=len(activities),
+    )
+
+
+class KernelTimer:
+    """Samples a callable's device activity per call through ``torch.profiler``."""
+
+    def __init__(self, options: TimingOptions, flush: Callable[[], Any] | None = None) -> None:
+        self.options = options
+        self.flush = flush
+
+    def _session(self, call: Callable[[], Any], calls: int, first: int) -> list[CallActivity]:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(first, first + calls):
+                if self.flush is not None:
+                    self.flush()
+                with record_function(f"{CALL_PREFIX}{i}"):
+                    call()
+            torch.cuda.synchronize()
+        handle, path = tempfile.mkstemp(suffix=".json", prefix="apex-trace-")
+        os.close(handle)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as trace:
+                events = json.load(trace).get("traceEvents", [])
+        finally:
+            os.unlink(path)
+        return call_activities(events)
+
+    def measure(self, call: Callable[[], Any]) -> Timing:
+        import torch
+
+        for _ in range(self.options.warmup):
+            call()
+        torch.cuda.synchronize()
+        rule = StopRule(self.options)
+        activities: list[CallActivity] = []
+        samples: list[float] = []
+        calls, start = 2, time.perf_counter()
+        while True:
+            found = self._session(call, calls, len(activities))
+            idle = [a.index for a in found if a.kernels == 0 and a.busy_ms == 0]
+            if idle:
+                raise RuntimeError(f"the profiler saw no device activity in call {idle[0]}: "
+                                   "the kernel timer needs a call that runs on the GPU")
+            for activity in found:
+                activities.append(activity)
+                samples.append(activity.busy_ms)
+                stop = rule.reason(samples, time.perf_counter() - start)
+                if stop:
+                    return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),
+                                  stop, kernel=summarize_activity(activities))
+            per_call = max(1, max(a.kernels for a in found))
+            calls = max(1, min(_MAX_CALLS_PER_SESSION, _EVENTS_PER_SESSION // per_call))

@@ -1,0 +1,182 @@
+"""The held event timer's logic with a fake CUDA (the real one needs a GPU: scripts/timer_check.py).
+
+The fakes stand in for torch.cuda's events, streams and synchronization and for the
+driver's stream hold: a fake event's time is read from a clock the test advances, and
+a "synchronizing" call blocks until its sample is released, as a real one would.
+"""
+
+import contextlib
+import threading
+import time
+import types
+
+import attrs
+import pytest
+
+from apex_core import cuda_timer
+from apex_core.cuda_timer import CudaTimer, hold_timeout_s, subtract_floor, tuning_bench
+from apex_core.results import Timing
+from apex_core.stats import summarize
+from apex_core.stream_hold import Watchdog, _after
+from apex_core.timing import TimingOptions
+
+
+class FakeClock:
+    def __init__(self):
+        self.now_ms = 0.0
+
+
+class FakeEvent:
+    def __init__(self, clock):
+        self.clock = clock
+        self.at = None
+
+    def record(self, stream=None):
+        self.at = self.clock.now_ms
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+def fake_torch(clock):
+    cuda = types.SimpleNamespace(
+        Event=lambda enable_timing=True: FakeEvent(clock),
+        synchronize=lambda: None,
+        stream=lambda s: contextlib.nullcontext(),
+    )
+    return types.SimpleNamespace(cuda=cuda)
+
+
+class FakeHold:
+    """Numbers each hold; ``released`` is set once the host (or the watchdog) lets it pass."""
+
+    def __init__(self):
+        self.next = 0
+        self.released_numbers = []
+        self.released = threading.Event()
+
+    def hold(self, stream):
+        self.next += 1
+        self.released.clear()
+        return self.next
+
+    def release(self, number):
+        self.released_numbers.append(number)
+        self.released.set()
+
+    def close(self):
+        pass
+
+
+def make_timer(clock, hold, options):
+    timer = object.__new__(CudaTimer)
+    timer.torch = fake_torch(clock)
+    timer.options = options
+    timer.stream = object()
+    timer.flush_buffer = None
+    timer.hold = hold
+    timer.unheld_reason = "" if hold is not None else "not held (--no-hold)"
+    return timer
+
+
+OPTIONS = TimingOptions(warmup=2, min_iters=20, min_time_s=0.0, max_time_s=5.0, subtract_floor=False)
+
+
+def test_every_sample_is_held_and_released_and_host_time_is_measured():
+    clock, hold = FakeClock(), FakeHold()
+    timer = make_timer(clock, hold, OPTIONS)
+
+    def call():
+        clock.now_ms += 0.004  # the device time the events see
+        time.sleep(0.0002)  # the host's cost to issue it
+
+    timing = timer.measure(call)
+    assert timing.method == "cuda_event_held" and timing.note == ""
+    assert timing.stats.p50 == pytest.approx(0.004)
+    assert hold.released_numbers == list(range(1, hold.next + 1))
+    assert timing.host_ms >= 0.2
+
+
+def test_a_call_that_synchronizes_inside_the_hold_is_released_by_the_watchdog_and_timed_unheld(monkeypatch):
+    monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", 0.05)
+    clock, hold = FakeClock(), FakeHold()
+    timer = make_timer(clock, hold, OPTIONS)
+    held_calls = []
+
+    def synchronizing_call():
+        clock.now_ms += 0.004
+        if hold.next and not hold.released.is_set():
+            held_calls.append(hold.next)
+            # a real sync would wait for the GPU, which waits for this very release
+            assert hold.released.wait(5), "the watchdog never released the hold"
+
+    timing = timer.measure(synchronizing_call)
+    assert held_calls, "the first held sample should have blocked"
+    assert timing.method == "cuda_event"
+    assert "did not finish queueing" in timing.note and "without the hold" in timing.note
+    assert timing.stats.n >= OPTIONS.min_iters
+
+
+def test_without_a_hold_the_method_and_note_say_so():
+    clock = FakeClock()
+    timer = make_timer(clock, None, OPTIONS)
+    timing = timer.measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.01))
+    assert timing.method == "cuda_event" and timing.note == "not held (--no-hold)"
+
+
+def test_the_floor_is_subtracted_and_kept():
+    raw = Timing("cuda_event_held", "cold", (0.005, 0.006, 0.002), summarize([0.005, 0.006, 0.002]), "noise")
+    net = subtract_floor(raw, 0.003)
+    assert net.samples_ms == pytest.approx((0.002, 0.003, 0.0))
+    assert net.stats.p50 == pytest.approx(0.002) and net.floor_ms == 0.003
+
+
+def test_measure_subtracts_the_same_methods_floor(monkeypatch):
+    clock, hold = FakeClock(), FakeHold()
+    options = attrs.evolve(OPTIONS, subtract_floor=True)
+    timer = make_timer(clock, hold, options)
+    monkeypatch.setattr(cuda_timer, "empty_kernel", lambda: lambda: setattr(clock, "now_ms", clock.now_ms + 0.003))
+    timing = timer.measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.010))
+    assert timing.floor_ms == pytest.approx(0.003)
+    assert timing.stats.p50 == pytest.approx(0.007)
+
+
+def test_hold_timeout_grows_with_the_host_time_within_bounds():
+    assert hold_timeout_s([]) == cuda_timer.HOLD_TIMEOUT_MIN_S
+    assert hold_timeout_s([0.001, 0.05]) == pytest.approx(1.0)
+    assert hold_timeout_s([10.0]) == cuda_timer.HOLD_TIMEOUT_MAX_S
+
+
+def test_watchdog_releases_only_what_is_not_disarmed_in_time():
+    released = []
+    dog = Watchdog(released.append)
+    try:
+        dog.arm(1, 0.5)
+        dog.disarm()
+        time.sleep(0.05)
+        assert released == [] and not dog.tripped
+        dog.arm(2, 0.02)
+        deadline = time.monotonic() + 2
+        while not released and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert released == [2] and dog.tripped
+    finally:
+        dog.close()
+
+
+def test_the_hold_counter_orders_numbers_across_wrap_around():
+    assert _after(5, 4) and not _after(4, 5) and not _after(4, 4)
+    assert _after(1, 0x7FFFFFFF)  # 1 comes after the last number before the counter wraps
+
+
+def test_tuning_bench_answers_like_triton_do_bench(monkeypatch):
+    samples = (0.004, 0.001, 0.002, 0.003, 0.005)
+    fake = types.SimpleNamespace(measure=lambda fn: Timing("cuda_event_held", "cold", samples,
+                                                           summarize(samples), "noise"))
+    monkeypatch.setattr(cuda_timer, "_tuning_timer", fake)
+    assert tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == pytest.approx([0.003, 0.0018, 0.0042])
+    assert tuning_bench(lambda: None) == pytest.approx(0.003)
+    assert tuning_bench(lambda: None, return_mode="min") == pytest.approx(0.001)
