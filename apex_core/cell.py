@@ -17,7 +17,17 @@ from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dt
 from apex_core.cuda_timer import measure_cuda
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
-from apex_core.results import Accuracy, Case, CellResult, Derived, SkipKind, Status, Timing, Work
+from apex_core.results import (
+    Accuracy,
+    Case,
+    CellResult,
+    Derived,
+    SkipKind,
+    Status,
+    Telemetry,
+    Timing,
+    Work,
+)
 from apex_core.timing import TimingOptions, measure_cpu
 
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
@@ -113,13 +123,13 @@ def derive(work: Work, timing: Timing) -> Derived:
     )
 
 
-def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None]:
-    """Time the prepared callable; returns the timing and peak device memory in MB."""
+def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, Telemetry | None]:
+    """Time the prepared callable; returns the timing, peak device memory in MB and GPU telemetry."""
     if not spec.device.startswith("cuda"):
         timing = measure_cpu(prepared.fn, spec.timing)
-        return _relabel(timing, prepared), None
-    timing, peak = measure_cuda(prepared.fn, spec.timing)
-    return _relabel(timing, prepared), peak
+        return _relabel(timing, prepared), None, None
+    timing, peak, telemetry = measure_cuda(prepared.fn, spec.timing)
+    return _relabel(timing, prepared), peak, telemetry
 
 
 def _relabel(timing: Timing, prepared: Prepared) -> Timing:
@@ -157,10 +167,10 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
              "before-timing", record)
     try:
-        timing, peak = _measure(prepared, spec)
+        timing, peak, telemetry = _measure(prepared, spec)
     except Exception as exc:
         raise _fail("timing", exc) from None
-    record["timing"], record["peak_memory_mb"] = timing, peak
+    record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
     record["derived"] = derive(workload.work(case), timing)
     _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
              "after-timing", record)
@@ -200,6 +210,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         # Numbers from a cell that went wrong are not reported as speeds.
         record.pop("timing", None)
         record.pop("derived", None)
+        record.pop("telemetry", None)
     return CellResult(
         workload=spec.workload,
         case=spec.case,
@@ -217,6 +228,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         peak_memory_mb=record.get("peak_memory_mb"),
         input_memory_mb=record.get("input_memory_mb"),
         metadata=record.get("metadata", {}),
+        telemetry=record.get("telemetry"),
         wall_time_s=time.perf_counter() - started,
         log=log,
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.results import Timing
+from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.stream_hold import Watchdog, probe_stream_hold
 from apex_core.timing import StopRule, TimingOptions
@@ -219,24 +219,28 @@ class CudaTimer:
         return events
 
 
-def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing, float]:
-    """Time ``fn`` on the GPU; returns the timing and the peak device memory in MB, flush excluded."""
+def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing, float, Telemetry]:
+    """Time ``fn`` on the GPU under NVML; the timing, the peak device MB (flush excluded), telemetry."""
     import torch
+
+    from apex_core.telemetry import Monitor, measure_telemetry
 
     timer = CudaTimer(options)
     try:
         flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        timing = timer.measure(fn)
-        return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20
+        timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()), lambda: timer.measure(fn),
+                                              fn, torch.cuda.synchronize, energy=options.energy)
+        return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20, telemetry
     finally:
         timer.close()
 
 
 # Triton's autotuner times each configuration through this (adapters/triton_backend.py):
 # a short held, cold-L2 sample, so its choice follows the kernels and not the host's jitter.
-TUNING_OPTIONS = TimingOptions(warmup=3, min_iters=20, min_time_s=0.0, max_time_s=0.1, subtract_floor=False)
+TUNING_OPTIONS = TimingOptions(warmup=3, min_iters=20, min_time_s=0.0, max_time_s=0.1, subtract_floor=False,
+                               energy=False)
 TUNING_METHOD = "cuda_event_held, cold L2, p50 of >= 20 samples"
 _tuning_timer: CudaTimer | None = None
 

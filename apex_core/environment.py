@@ -97,8 +97,8 @@ def gpu_info() -> dict[str, Any]:
     return info
 
 
-def capture_environment(device: str) -> dict[str, Any]:
-    """The environment record of a report (DESIGN.md section 7)."""
+def capture_environment(device: str, measure_device: bool = True) -> dict[str, Any]:
+    """The environment record of a report (DESIGN.md section 7), with this device's measured facts."""
     import torch
 
     env: dict[str, Any] = {
@@ -119,6 +119,11 @@ def capture_environment(device: str) -> dict[str, Any]:
     }
     env.update(gpu_info() if device == "cuda" else {"gpu": None})
     env["git"] = git_state()
+    if measure_device:
+        from apex_core.doctor import device_facts
+
+        # what the timers can tell on this device, and the copy bandwidth the flags judge against
+        env["device_facts"] = device_facts(device, full=False)
     return env
 
 

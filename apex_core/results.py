@@ -175,6 +175,38 @@ class KernelActivity:
     calls: int  # calls profiled
 
 
+def _optional_tuple(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@attrs.frozen
+class Telemetry:
+    """NVML readings over a cell's timing, and its energy per call (telemetry.py).
+
+    Spreads are (min, median, max); ``unavailable`` / ``energy_unavailable`` say why a
+    part is missing instead of any number.
+    """
+
+    unavailable: str = ""
+    readings: int = 0
+    sm_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    mem_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    temperature_c: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    power_w: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    throttled_share: float | None = None  # share of readings while a power or thermal limit held clocks
+    throttle_reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    energy_j_per_call: float | None = None
+    average_w: float | None = None
+    energy_method: str = ""  # "nvml_total_energy" or "nvml_power_x_time"
+    energy_calls: int = 0
+    energy_window_s: float | None = None
+    energy_unavailable: str = ""
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttled_share)
+
+
 @attrs.frozen
 class Timing:
     """How a cell was measured and what came out of it."""
@@ -228,6 +260,7 @@ class CellResult:
     metadata: dict[str, Any] = attrs.field(factory=dict)
     wall_time_s: float | None = None
     log: str = ""  # traceback or worker output; goes to the log file, not the report
+    telemetry: Telemetry | None = None  # CUDA cells: NVML clocks, throttling, energy
 
     @property
     def key(self) -> str:

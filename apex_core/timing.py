@@ -44,6 +44,8 @@ class TimingOptions:
     hold: bool = True
     # CUDA samples net of the same method's time for one empty kernel (docs/timing.md)
     subtract_floor: bool = True
+    # CUDA cells: a window of back-to-back calls after the timing for NVML's energy counter
+    energy: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.warmup < 0:

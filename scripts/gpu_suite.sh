@@ -47,7 +47,12 @@ paths() {  # paths "KEY=V ..." SEGMENTS [CASES]: tilessm-scan's paths, checked, 
 case $part in
   timers)
     python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+    timeout 60 apex-bench doctor --json "$work/doctor.json" | tee "$work/doctor.txt"
     timeout 300 python3 scripts/timer_check.py "$work/timer-check.json" | tee "$work/timer-check.md"
+    # a backend that skips the work (flagged, --strict exits 1) and one that syncs inside the hold
+    step skips-work 120 --workloads test-scale --backends test-working,test-skips-work --strict
+    step syncs 120 --workloads test-scale --backends test-working,test-syncs
+    cat "$work/skips-work.md" "$work/syncs.md"
     tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   triton-methods)
     # two fresh processes of the default method, then graph, kernel timer and unheld events

@@ -12,8 +12,11 @@ from apex_core.interfaces import PROFILES
 EXIT_CODES = """\
 exit codes:
   0  every requested cell ran (ok or skipped with a reason) and any gate passed
-  1  a cell was incorrect, errored, crashed or timed out, or a gate failed
+  1  a cell was incorrect, errored, crashed or timed out, or a gate failed, or (--strict)
+     a cell was flagged faster than physics
   2  usage error (unknown name, bad value, unwritable output, missing device)
+
+subcommands: compare, baseline, attest, export-onnx, sweep, doctor (apex-bench SUBCOMMAND --help)
 """
 
 
@@ -91,6 +94,8 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
     tim.add_argument("--raw-times", dest="subtract_floor", action="store_false",
                      help="keep the timer's own cost in CUDA samples (by default each sample is net of the "
                           "same method's time for one empty kernel, which the report records)")
+    tim.add_argument("--no-energy", dest="energy", action="store_false",
+                     help="skip the 0.5 s window of back-to-back calls that measures each CUDA cell's J/call")
     return tim
 
 
@@ -153,6 +158,8 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--list", action="store_true", help="list backends and workloads with their "
                      "availability, then exit")
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
+    out.add_argument("--strict", action="store_true", help="exit 1 when a cell is flagged faster than "
+                     "physics (its minimal bytes over the copy bandwidth measured at the start of the run)")
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
     add_gate_args(parser, "run", "cell")

@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "attest": "apex_core.cli.attest_command",
     "export-onnx": "apex_core.cli.export_onnx_command",
     "sweep": "apex_core.cli.sweep_command",
+    "doctor": "apex_core.cli.doctor_command",
 }
 
 

@@ -57,7 +57,7 @@ def timing_options(args: Any, device: str) -> TimingOptions:
         return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
                              max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
                              graph=args.graph, timer=args.timer, hold=args.hold,
-                             subtract_floor=args.subtract_floor)
+                             subtract_floor=args.subtract_floor, energy=args.energy)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -170,9 +170,20 @@ def run_command(args: Any) -> int:
             return 130
     report = recorder.write(report.status)
     code = _summarize(report, json_path, md_path, log_path)
+    if args.strict:
+        code = max(code, _strict(report))
     if gate is None:
         return code
     return max(code, run_gate(gate, json_path, quiet=args.quiet))
+
+
+def _strict(report: Report) -> int:
+    from apex_core.report.flags import strict_failures
+
+    failures = strict_failures(list(report.cells), report.environment, report.config)
+    for line in failures:
+        print(f"apex-bench: --strict: {line}", flush=True)
+    return 1 if failures else 0
 
 
 def _summarize(report: Report, json_path: Path, md_path: Path, log_path: Path) -> int:

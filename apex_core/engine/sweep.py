@@ -280,7 +280,8 @@ def measure(fn: Callable[[], Any], device: str, options: TimingOptions) -> tuple
 
     if device != "cuda":
         return measure_cpu(fn, options), None
-    return measure_cuda(fn, options)
+    timing, peak, _telemetry = measure_cuda(fn, options)
+    return timing, peak
 
 
 def _sync(device: str) -> None:

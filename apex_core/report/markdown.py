@@ -9,14 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from apex_core.report.flags import cell_flags
 from apex_core.report.records import is_launch_bound
-from apex_core.results import CellResult, Report, Status
+from apex_core.results import CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
+PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's copy bandwidth; it skipped "
+                "work, or its work() counts too many bytes (--strict fails the run on it)")
+BIMODAL_NOTE = "p50 above 1.5x the fastest sample: a bimodal or disturbed run, see samples_ms"
 
 
 def _fmt_ms(value: float) -> str:
     return f"{value:.4g}"
+
+
+def _throttle_note(telemetry: Telemetry) -> str:
+    return (f"throttled ({', '.join(telemetry.throttle_reasons)}) in {telemetry.throttled_share or 0:.0%} "
+            "of the NVML readings: a power or thermal limit held the clocks down while it was timed")
+
+
+def _fmt_j(joules: float) -> str:
+    return f"{joules * 1e3:.3g} mJ" if joules >= 1e-3 else f"{joules * 1e6:.3g} uJ"
 
 
 def _escape(text: str) -> str:
@@ -35,7 +48,8 @@ class _Notes:
         return self.texts.index(text) + 1
 
 
-def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _Notes) -> str:
+def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _Notes,
+               flags: list[str] | None = None) -> str:
     if cell is None:
         return "–"
     if cell.status == Status.OK and cell.timing is not None:
@@ -47,6 +61,12 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
             text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
         if is_launch_bound(cell.timing):
             text += " †"
+        if "faster_than_physics" in (flags or ()):
+            text += f" [{notes.ref(PHYSICS_NOTE)}]"
+        if "p50_over_min" in (flags or ()):
+            text += f" [{notes.ref(BIMODAL_NOTE)}]"
+        if cell.telemetry is not None and cell.telemetry.throttled:
+            text += f" [{notes.ref(_throttle_note(cell.telemetry))}]"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"
         return text
@@ -89,12 +109,20 @@ def render_markdown(report: Report) -> str:
     ]
     for workload, case, dtype in _row_keys(report.cells):
         reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
-        texts = [_cell_text(by_key.get((workload, case, dtype, b)), reference, notes) for b in backends]
+        texts = [_cell_text(cell, reference, notes, cell_flags(cell, report.environment, report.config)
+                            if cell is not None else None)
+                 for cell in (by_key.get((workload, case, dtype, b)) for b in backends)]
         lines.append(f"| {workload} | {case} | {dtype} | " + " | ".join(texts) + " |")
     methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"
                       for c in report.cells if c.timing is not None})
     if methods:
         lines += ["", "Timing: " + "; ".join(methods) + "."]
+    energy = [(c, c.telemetry) for c in report.cells if c.telemetry is not None
+              and c.telemetry.energy_j_per_call is not None and c.telemetry.average_w is not None]
+    if energy:
+        lines += ["", "Energy per call (NVML, back-to-back calls after the timing): " + "; ".join(
+            f"{c.workload}/{c.case} {c.backend} {c.dtype}: {_fmt_j(t.energy_j_per_call or 0.0)} at "
+            f"{t.average_w or 0.0:.0f} W" for c, t in energy) + "."]
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
                       "so its real-world speed is the host's (host_ms in the JSON report)."]

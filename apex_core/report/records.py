@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from apex_core.environment import environment_key
+from apex_core.report.flags import cell_flags
 from apex_core.report.manifest import replay_block
 from apex_core.results import Accuracy, CellResult, Report, Stats, Timing
 
@@ -86,8 +87,9 @@ def is_launch_bound(timing: Timing) -> bool | None:
     return timing.host_ms > timing.stats.p50
 
 
-def cell_record(cell: CellResult) -> dict[str, Any]:
-    """One entry of the report's ``benchmarks`` list."""
+def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
+                config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One entry of the report's ``benchmarks`` list (``flags`` need the run's environment and config)."""
     record: dict[str, Any] = {
         "name": cell.key,
         "workload": cell.workload,
@@ -120,9 +122,12 @@ def cell_record(cell: CellResult) -> dict[str, Any]:
             host_ms=cell.timing.host_ms,
             launch_bound=is_launch_bound(cell.timing),
             timer_floor_ms=cell.timing.floor_ms,
+            flags=cell_flags(cell, environment or {}, config or {}),
         )
         if cell.timing.kernel is not None:
             record["kernel_activity"] = attrs.asdict(cell.timing.kernel)
+    if cell.telemetry is not None:
+        record["telemetry"] = json_safe(attrs.asdict(cell.telemetry))
     if cell.derived is not None:
         d = cell.derived
         record.update(
@@ -150,7 +155,7 @@ def report_record(report: Report) -> dict[str, Any]:
         "config": report.config,
         "status": report.status,
         "summary": {"cells": len(report.cells), **dict(sorted(counts.items()))},
-        "benchmarks": [cell_record(c) for c in report.cells],
+        "benchmarks": [cell_record(c, report.environment, report.config) for c in report.cells],
         "plugins": [attrs.asdict(row) for row in report.plugins],
         "triton_autotune": report.triton_autotune,
         # seed, config and data hashes; computed once per artifact per process (manifest.py)

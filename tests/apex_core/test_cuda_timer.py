@@ -138,7 +138,10 @@ def test_measure_subtracts_the_same_methods_floor(monkeypatch):
     clock, hold = FakeClock(), FakeHold()
     options = attrs.evolve(OPTIONS, subtract_floor=True)
     timer = make_timer(clock, hold, options)
-    monkeypatch.setattr(cuda_timer, "empty_kernel", lambda: lambda: setattr(clock, "now_ms", clock.now_ms + 0.003))
+    def empty_kernel():
+        return lambda: setattr(clock, "now_ms", clock.now_ms + 0.003)
+
+    monkeypatch.setattr(cuda_timer, "empty_kernel", empty_kernel)
     timing = timer.measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.010))
     assert timing.floor_ms == pytest.approx(0.003)
     assert timing.stats.p50 == pytest.approx(0.007)

@@ -69,3 +69,11 @@ def test_output_in_read_only_folder(tmp_path):
     folder = _read_only_folder(tmp_path)
     result = run_cli(["--device", "cpu", "--output-json", str(folder / "r.json")], cwd=tmp_path)
     assert_usage_error(result, "not writable")
+
+
+def test_doctor_on_the_cpu_answers_in_a_few_lines(tmp_path):
+    result = run_cli(["doctor", "--device", "cpu", "--json", str(tmp_path / "facts.json")], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "perf_counter steps of" in result.stdout and "no CUDA device" in result.stdout
+    assert (tmp_path / "facts.json").exists()
+    assert_usage_error(run_cli(["doctor", "--device", "cuda"], cwd=tmp_path), "no CUDA device")

@@ -96,3 +96,45 @@ class HangingBackend(WorkingBackend):
                 time.sleep(1)
 
         return Prepared(run)
+
+
+class SkipsWorkBackend(WorkingBackend):
+    """Cheats: recomputes only when an input changed in place, so timed calls do no work.
+
+    The correctness checks refresh the inputs in place (their version counters move), so
+    it passes them; between checks it hands back the cached answer. The report's
+    faster-than-physics flag is what catches it.
+    """
+
+    name = "test-skips-work"
+    description = "third-party backend that skips the work while it is timed"
+
+    def prepare(self, workload, case, inputs):
+        cache = {}
+
+        def run():
+            versions = tuple(t._version for t in inputs.values())
+            if cache.get("versions") != versions:
+                cache["versions"] = versions
+                cache["outputs"] = {k: v.clone() for k, v in workload.reference(case, inputs).items()}
+            return cache["outputs"]
+
+        return Prepared(run)
+
+
+class SyncingBackend(WorkingBackend):
+    """Synchronizes the host with the GPU inside every call, as a careless wrapper does."""
+
+    name = "test-syncs"
+    description = "third-party backend that synchronizes the device inside the timed call"
+
+    def prepare(self, workload, case, inputs):
+        import torch
+
+        def run():
+            outputs = workload.reference(case, inputs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            return outputs
+
+        return Prepared(run)

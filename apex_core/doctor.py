@@ -1,0 +1,176 @@
+"""Measure what this machine's timers can tell truthfully: floors, launch cost, bandwidth, clock.
+
+``device_facts`` runs once per run (into the report's environment) and by ``apex-bench
+doctor``: the copy bandwidth that "faster than physics" is judged against, each CUDA
+method's floor (its time for one empty kernel), the host's cost to launch one kernel,
+and a spin of known cycles read against NVML's SM clock. ``advice`` turns the figures
+into a few lines a person can act on. On a machine without CUDA it says what it cannot
+measure and times only the CPU clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+# a long spin reads the clock to well under 1 %: 20 M cycles is ~10 ms at 2 GHz
+CLOCK_CHECK_CYCLES = 20_000_000
+# the copy that gives the bandwidth: large enough to leave the L2 far behind
+COPY_BYTES = 512 * 2**20
+
+
+def perf_counter_resolution_ns(tries: int = 2000) -> int:
+    """The smallest nonzero step between two ``perf_counter_ns`` readings."""
+    steps = []
+    for _ in range(tries):
+        t0 = time.perf_counter_ns()
+        t1 = time.perf_counter_ns()
+        while t1 == t0:
+            t1 = time.perf_counter_ns()
+        steps.append(t1 - t0)
+    return min(steps)
+
+
+def copy_bandwidth_gbps(nbytes: int = COPY_BYTES, repeats: int = 10) -> float:
+    """Device-to-device copy, bytes read plus written per second, median of ``repeats`` (GB/s)."""
+    import torch
+
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    seconds = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        seconds.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / statistics.median(seconds) / 1e9
+
+
+def timer_floors_us() -> dict[str, float | str]:
+    """Each CUDA method's p50 for one empty kernel, in us (a reason where it cannot run)."""
+    import attrs
+
+    from apex_core.cuda_timer import CudaTimer, empty_kernel
+    from apex_core.kernel_timer import profiler_unavailable_reason
+    from apex_core.timing import TimingOptions
+
+    base = TimingOptions(warmup=10, min_iters=100, min_time_s=0.05, max_time_s=0.3, subtract_floor=False,
+                         energy=False)
+    variants = {"cuda_event_held": base, "cuda_graph_held": attrs.evolve(base, graph=True),
+                "cuda_event_unheld": attrs.evolve(base, hold=False),
+                "kernel_profiler": attrs.evolve(base, timer="kernel")}
+    floors: dict[str, float | str] = {}
+    for name, options in variants.items():
+        if options.timer == "kernel" and profiler_unavailable_reason():
+            floors[name] = profiler_unavailable_reason()
+            continue
+        timer = CudaTimer(options)
+        try:
+            floors[name] = timer.measure(empty_kernel()).stats.p50 * 1e3
+        except Exception as exc:  # one method failing must not hide the others
+            floors[name] = f"{type(exc).__name__}: {exc}"
+        finally:
+            timer.close()
+    return floors
+
+
+def launch_cost_us(calls: int = 2000) -> float:
+    """The host's median time to launch one empty kernel (no sync), in us."""
+    import torch
+
+    from apex_core.cuda_timer import empty_kernel
+
+    launch = empty_kernel()
+    costs = []
+    for i in range(calls):
+        t0 = time.perf_counter_ns()
+        launch()
+        costs.append((time.perf_counter_ns() - t0) / 1e3)
+        if i % 256 == 255:
+            torch.cuda.synchronize()  # keep the queue short: a full queue blocks the launch
+    torch.cuda.synchronize()
+    return statistics.median(costs)
+
+
+def clock_check() -> dict[str, Any]:
+    """A spin of known cycles timed with events, against NVML's SM clock."""
+    import torch
+
+    from apex_core.telemetry import Monitor, take_reading
+
+    torch.cuda._sleep(1000)  # warm the kernel
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(CLOCK_CHECK_CYCLES)
+    end.record()
+    monitor = Monitor(torch.cuda.current_device())
+    reading = take_reading(monitor.nvml, monitor.handle) if monitor.nvml is not None else None
+    end.synchronize()
+    spin_mhz = CLOCK_CHECK_CYCLES / (start.elapsed_time(end) * 1e3)
+    nvml_mhz = reading.sm_mhz if reading is not None else None
+    return {"spin_cycles_per_us": spin_mhz, "nvml_sm_clock_mhz": nvml_mhz,
+            "nvml_unavailable": monitor.unavailable,
+            "clock_agreement": spin_mhz / nvml_mhz if nvml_mhz else None}
+
+
+def device_facts(device: str, full: bool = True) -> dict[str, Any]:
+    """The figures for ``device``; ``full=False`` (a run's environment) skips the clock check."""
+    facts: dict[str, Any] = {"perf_counter_resolution_ns": perf_counter_resolution_ns()}
+    if device != "cuda":
+        facts["cuda_unavailable"] = "no CUDA device: GPU timers, copy bandwidth and NVML not measured"
+        return facts
+    for name, measure in (("copy_gbps", copy_bandwidth_gbps), ("timer_floor_us", timer_floors_us),
+                          ("launch_us", launch_cost_us)):
+        try:
+            facts[name] = measure()
+        except Exception as exc:  # a figure that cannot be taken says why, the rest still come
+            facts[name] = None
+            facts[f"{name}_unavailable"] = f"{type(exc).__name__}: {exc}"
+    if full:
+        try:
+            facts["clock"] = clock_check()
+        except Exception as exc:
+            facts["clock"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+    return facts
+
+
+def advice(facts: dict[str, Any]) -> list[str]:
+    """A few lines on what this machine can time truthfully and with which method."""
+    lines = [f"CPU timer: perf_counter steps of {facts['perf_counter_resolution_ns']} ns."]
+    if "cuda_unavailable" in facts:
+        return [*lines, f"CUDA: {facts['cuda_unavailable']}; CPU cells are timed with perf_counter."]
+    floors = facts.get("timer_floor_us") or {}
+    held = floors.get("cuda_event_held")
+    kernel = floors.get("kernel_profiler")
+    launch = facts.get("launch_us")
+    if isinstance(held, float):
+        lines.append(f"Held events (default): {held:.2f} us for an empty kernel, subtracted from every "
+                     f"sample; calls under ~{4 * held:.0f} us sit close to that floor: compare them with "
+                     "--timer kernel.")
+    if isinstance(kernel, float):
+        lines.append(f"Kernel timer (--timer kernel): {kernel:.2f} us for an empty kernel (its launch on the "
+                     "device); it sums kernel time on every stream, so it also times other stacks' streams.")
+    elif kernel:
+        lines.append(f"Kernel timer: unavailable ({kernel}).")
+    if isinstance(launch, float):
+        lines.append(f"Host launch: {launch:.1f} us per kernel; a call of N kernels whose device time is under "
+                     f"N x {launch:.1f} us is launch-bound when run eagerly (--graph removes the launches).")
+    if facts.get("copy_gbps"):
+        lines.append(f"Copy bandwidth: {facts['copy_gbps']:.0f} GB/s; a cell faster than its bytes over this "
+                     "is flagged faster than physics.")
+    clock = facts.get("clock") or {}
+    if clock.get("clock_agreement"):
+        lines.append(f"SM clock: a spin of {CLOCK_CHECK_CYCLES:,} cycles ran at "
+                     f"{clock['spin_cycles_per_us']:.0f} cycles/us, NVML reads "
+                     f"{clock['nvml_sm_clock_mhz']:.0f} MHz "
+                     f"({(clock['clock_agreement'] - 1) * 100:+.1f} %).")
+    elif clock:
+        lines.append(f"SM clock: not checked ({clock.get('nvml_unavailable') or clock.get('unavailable')}).")
+    return lines

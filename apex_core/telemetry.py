@@ -1,0 +1,207 @@
+"""GPU clocks, temperature, power, throttling and energy per call, read through NVML (nvidia-ml-py).
+
+While a cell is timed, a thread reads the SM and memory clocks, the temperature, the
+power draw and the clock-event (throttle) reasons every ``interval_s``; the cell records
+their min / median / max and the share of readings taken while a power or thermal limit
+held the clocks down. Samples are not discarded (nvbench drops throttled ones): the cell
+is flagged instead, so a person sees that its numbers came from a slowed card.
+
+Energy per call comes from a separate window after the timing: the call runs back to
+back for ``energy_window_s`` with no flush, and NVML's total-energy counter (mJ since
+the driver loaded) gives J per call and the average W. Where the counter is missing,
+the mean of the power readings times the window is used and the method says so. Where
+NVML itself is missing (no nvidia-ml-py, no driver, a MIG slice), every field is
+unavailable with the reason, never a made-up number.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from apex_core.results import Telemetry
+
+# clock-event reasons that mean a limit slowed the clocks (not idle, not a clock setting)
+THROTTLE_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+}
+ENERGY_WINDOW_S = 0.5
+
+
+def _nvml() -> tuple[Any, str]:
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py not installed (pip install 'apex-bench[nvml]')"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, f"NVML did not start ({type(exc).__name__}: {exc})"
+    return pynvml, ""
+
+
+def device_handle(nvml: Any, device_index: int) -> Any:
+    """The NVML handle of torch's CUDA device ``device_index`` (by PCI bus id where torch gives it)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device_index)
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is not None:
+        domain = getattr(props, "pci_domain_id", 0)
+        device = getattr(props, "pci_device_id", 0)
+        pci = f"{domain:08x}:{bus:02x}:{device:02x}.0"
+        try:
+            return nvml.nvmlDeviceGetHandleByPciBusId_v2(pci)
+        except Exception:  # older bindings or another formatting: fall back to the index
+            pass
+    return nvml.nvmlDeviceGetHandleByIndex(device_index)
+
+
+@attrs.frozen
+class Reading:
+    """One NVML reading; None where the device does not report the quantity."""
+
+    sm_mhz: float | None
+    mem_mhz: float | None
+    temperature_c: float | None
+    power_w: float | None
+    throttle_mask: int | None
+
+
+def _try(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception:
+        return None
+
+
+def take_reading(nvml: Any, handle: Any) -> Reading:
+    power_mw = _try(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+    reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+    return Reading(
+        sm_mhz=_try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        mem_mhz=_try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        temperature_c=_try(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+        power_w=power_mw / 1e3 if power_mw is not None else None,
+        throttle_mask=_try(lambda: reasons(handle)) if reasons else None,
+    )
+
+
+def _spread(values: list[float | None]) -> list[float] | None:
+    """[min, median, max] of the values the device reported, None when it reported none."""
+    known = [float(v) for v in values if v is not None]
+    return [min(known), statistics.median(known), max(known)] if known else None
+
+
+def throttle_names(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+def summarize_readings(readings: list[Reading]) -> dict[str, Any]:
+    """The clock, temperature and power spreads and the throttled share of the readings."""
+    masks = [r.throttle_mask for r in readings if r.throttle_mask is not None]
+    throttled = [m for m in masks if any(m & bit for bit in THROTTLE_REASONS)]
+    reasons = sorted({name for m in throttled for name in throttle_names(m)})
+    return {
+        "readings": len(readings),
+        "sm_clock_mhz": _spread([r.sm_mhz for r in readings]),
+        "mem_clock_mhz": _spread([r.mem_mhz for r in readings]),
+        "temperature_c": _spread([r.temperature_c for r in readings]),
+        "power_w": _spread([r.power_w for r in readings]),
+        "throttled_share": len(throttled) / len(masks) if masks else None,
+        "throttle_reasons": reasons,
+    }
+
+
+class Monitor:
+    """Reads NVML on a thread between ``start()`` and ``stop()``; ``unavailable`` says why not."""
+
+    def __init__(self, device_index: int = 0, interval_s: float = 0.01) -> None:
+        self.interval_s = interval_s
+        self.readings: list[Reading] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.nvml, self.unavailable = _nvml()
+        self.handle = None
+        if self.nvml is not None:
+            try:
+                self.handle = device_handle(self.nvml, device_index)
+            except Exception as exc:  # a MIG slice or a device NVML does not list
+                self.nvml, self.unavailable = None, f"NVML has no handle for this device ({exc})"
+
+    def start(self) -> None:
+        if self.nvml is None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="apex-nvml", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.readings.append(take_reading(self.nvml, self.handle))
+            if self._stop.wait(self.interval_s):
+                return
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def energy_mj(self) -> float | None:
+        if self.nvml is None:
+            return None
+        return _try(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
+
+
+def energy_per_call(monitor: Monitor, call: Callable[[], Any], synchronize: Callable[[], None],
+                    window_s: float = ENERGY_WINDOW_S) -> dict[str, Any]:
+    """Run ``call`` back to back for ``window_s``; J per call and average W, with the method used."""
+    if monitor.nvml is None:
+        return {"energy_unavailable": monitor.unavailable}
+    synchronize()
+    before_readings = len(monitor.readings)
+    start_mj, start = monitor.energy_mj(), time.perf_counter()
+    calls = 0
+    while True:
+        call()
+        calls += 1
+        if calls % 8 == 0 and time.perf_counter() - start >= window_s:
+            break
+    synchronize()
+    seconds, end_mj = time.perf_counter() - start, monitor.energy_mj()
+    if start_mj is not None and end_mj is not None and end_mj > start_mj:
+        joules, method = (end_mj - start_mj) / 1e3, "nvml_total_energy"
+    else:
+        powers = [r.power_w for r in monitor.readings[before_readings:] if r.power_w is not None]
+        if not powers:
+            return {"energy_unavailable": "NVML reports neither the energy counter nor the power draw"}
+        joules, method = statistics.mean(powers) * seconds, "nvml_power_x_time"
+    return {"energy_j_per_call": joules / calls, "average_w": joules / seconds, "energy_method": method,
+            "energy_calls": calls, "energy_window_s": seconds}
+
+
+def measure_telemetry(monitor: Monitor, timed: Callable[[], Any], call: Callable[[], Any],
+                      synchronize: Callable[[], None], energy: bool = True) -> tuple[Any, Telemetry]:
+    """Run ``timed()`` under the monitor, then the energy window on ``call``; returns timed()'s result."""
+    monitor.start()
+    try:
+        result = timed()
+        timed_readings = list(monitor.readings)
+        watts: dict[str, Any] = ({"energy_unavailable": "not measured (--no-energy)"} if not energy
+                                 else energy_per_call(monitor, call, synchronize))
+    finally:
+        monitor.stop()
+    if monitor.nvml is None:
+        return result, Telemetry(unavailable=monitor.unavailable)
+    return result, Telemetry(**summarize_readings(timed_readings), **watts)
