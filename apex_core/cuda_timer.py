@@ -89,6 +89,7 @@ class CudaTimer:
         else:
             self.unheld_reason = "" if hold is not None else "not held (--no-hold)"
         self.hold = hold
+        self.timed_call: Callable[[], Any] | None = None
 
     def close(self) -> None:
         if self.hold is not None:
@@ -120,6 +121,7 @@ class CudaTimer:
                 torch.cuda.synchronize()
                 notes.append(f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly")
         torch.cuda.synchronize()
+        self.timed_call = call  # what was timed (the graph's replay under --graph), for the energy window
         timing, why_unheld = self._measure_raw(call, self.options, self.unheld_reason)
         if why_unheld:
             notes.append(why_unheld)
@@ -231,7 +233,8 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing,
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()), lambda: timer.measure(fn),
-                                              fn, torch.cuda.synchronize, energy=options.energy)
+                                              lambda: (timer.timed_call or fn)(), torch.cuda.synchronize,
+                                              energy=options.energy)
         return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20, telemetry
     finally:
         timer.close()
