@@ -21,7 +21,7 @@ import attrs
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.stream_hold import Watchdog, probe_stream_hold
-from apex_core.timing import StopRule, TimingOptions
+from apex_core.timing import StopRule, TimingOptions, warm_up
 
 # samples queued between two host synchronizations
 _BATCH = 10
@@ -145,11 +145,7 @@ class CudaTimer:
 
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
                 return KernelTimer(options, flush).measure(call), ""
-            warm_host_s = []
-            for _ in range(options.warmup):
-                t0 = time.perf_counter()
-                call()
-                warm_host_s.append(time.perf_counter() - t0)
+            warm_host_s = warm_up(call, options)
             return self._sample(call, options, hold_timeout_s(warm_host_s), why_unheld)
 
     def _floor(self, graph: bool, why_unheld: str) -> float:

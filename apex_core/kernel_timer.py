@@ -23,7 +23,7 @@ import attrs
 
 from apex_core.results import KernelActivity, Timing
 from apex_core.stats import summarize
-from apex_core.timing import StopRule, TimingOptions
+from apex_core.timing import StopRule, TimingOptions, warm_up
 
 CALL_PREFIX = "apex_call_"
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -138,8 +138,7 @@ class KernelTimer:
     def measure(self, call: Callable[[], Any]) -> Timing:
         import torch
 
-        for _ in range(self.options.warmup):
-            call()
+        warm_up(call, self.options)
         torch.cuda.synchronize()
         rule = StopRule(self.options)
         activities: list[CallActivity] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,20 +25,35 @@ def _field_types(workloads: Iterable[Workload]) -> dict[str, str]:
     return types
 
 
+# --set integers must fit the int64 that torch sizes and indices are made of
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _convert(key: str, raw: str, type_name: str) -> Any:
     try:
         if type_name == "int":
-            return int(raw)
+            value = int(raw)
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise ParamError(f"--set {key}={_clip(raw)}: outside the 64-bit integer range")
+            return value
         if type_name == "float":
-            return float(raw)
+            number = float(raw)
+            if not math.isfinite(number):
+                raise ParamError(f"--set {key}={_clip(raw)}: expected a finite number")
+            return number
         if type_name == "bool":
             lowered = raw.lower()
             if lowered in _TRUE | _FALSE:
                 return lowered in _TRUE
             raise ValueError(raw)
     except ValueError:
-        raise ParamError(f"--set {key}={raw}: expected {type_name}") from None
+        raise ParamError(f"--set {key}={_clip(raw)}: expected {type_name}") from None
     return raw
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """A value as it goes into a one-line message: at most ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def parse_overrides(items: Sequence[str], workloads: Sequence[Workload]) -> dict[str, Any]:

@@ -113,10 +113,22 @@ def _timing(method: str, cache: str, samples: list[float], stop: str, note: str 
     return Timing(method, cache, tuple(samples), summarize(samples), stop, note)
 
 
+def warm_up(fn: Callable[[], Any], options: TimingOptions) -> list[float]:
+    """``options.warmup`` calls, cut short once they take ``max_time_s``; each call's host seconds."""
+    host_s: list[float] = []
+    start = time.perf_counter()
+    for _ in range(options.warmup):
+        t0 = time.perf_counter()
+        fn()
+        host_s.append(time.perf_counter() - t0)
+        if time.perf_counter() - start >= options.max_time_s:
+            break
+    return host_s
+
+
 def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cpu_perf_counter") -> Timing:
     """Sample ``fn`` with ``time.perf_counter_ns`` around each call."""
-    for _ in range(options.warmup):
-        fn()
+    warm_up(fn, options)
     rule = StopRule(options)
     samples: list[float] = []
     start = time.perf_counter()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
@@ -44,19 +46,50 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def read_json(path: Path | str) -> Any:
-    """Parse a JSON file; unreadable, malformed or non-finite numbers raise ``InputFileError``."""
+# larger than any report or baseline this tool writes (a large run's report is a few MB)
+MAX_JSON_BYTES = 256 * 2**20
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond the range of a float")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:
+        raise ValueError(f"an integer of {len(text)} digits is out of range")
+    return int(text)
+
+
+def _read_text(path: Path | str) -> str:
+    """The file's text; refuses what is not a regular file (a FIFO would block, /dev/zero never ends)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputFileError(path, None, "not a regular file")
+        if info.st_size > MAX_JSON_BYTES:
+            raise InputFileError(path, None, f"{info.st_size} bytes: larger than any report or baseline "
+                                             f"({MAX_JSON_BYTES // 2**20} MiB)")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFileError(path, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def read_json(path: Path | str) -> Any:
+    """Parse a JSON file; unreadable, malformed or non-finite numbers raise ``InputFileError``."""
+    text = _read_text(path)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                          parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise InputFileError(path, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: "
                                          f"{exc.msg}") from None
     except ValueError as exc:
         raise InputFileError(path, None, f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise InputFileError(path, None, "malformed JSON: nested too deeply") from None
 
 
 def _dotted(parts: Iterable[Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import NoReturn
 
@@ -15,6 +16,7 @@ exit codes:
   1  a cell was incorrect, errored, crashed or timed out, or a gate failed, or (--strict)
      a cell was flagged faster than physics
   2  usage error (unknown name, bad value, unwritable output, missing device)
+  3  internal error of apex-bench (one line on stderr names the file with its traceback)
 
 subcommands: compare, baseline, attest, export-onnx, sweep, doctor (apex-bench SUBCOMMAND --help)
 """
@@ -24,7 +26,9 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are a single line on stderr and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        # control characters from the command line are escaped, never echoed raw
+        clean = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        sys.stderr.write(f"{self.prog}: error: {clean}\n")
         sys.exit(2)
 
 
@@ -53,13 +57,57 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+# no duration a person means is longer than a week; beyond it timers and queues overflow
+MAX_SECONDS = 7 * 24 * 3600.0
+SEED_MAX = 2**63 - 1
+
+
+def seconds(text: str, allow_zero: bool = True) -> float:
+    """A finite duration in seconds, >= 0 (or > 0), at most a week."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError(f"must be {'>=' if allow_zero else '>'} 0, got {value}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} s (a week), got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    return seconds(text, allow_zero=False)
+
+
+def seed(text: str) -> int:
+    value = non_negative_int(text)
+    if value > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"must be below 2**63, got a {len(str(value))}-digit number")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number strictly between 0 and 1 (the noise target)."""
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be below 1, got {value}")
     return value
 
 
 def _comma_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise argparse.ArgumentTypeError("empty list: name at least one")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"empty name in {text!r}")
+    return items
 
 
 def _dtype_list(text: str) -> list[str]:
@@ -78,10 +126,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
     tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
     tim.add_argument("--iters", type=positive_int, default=10,
                      help=f"minimum samples per {unit} (default 10)")
-    tim.add_argument("--min-time", type=float, default=0.5, help="minimum seconds of samples (0.5)")
-    tim.add_argument("--max-time", type=positive_float, default=3.0,
+    tim.add_argument("--min-time", type=seconds, default=0.5, help="minimum seconds of samples (0.5)")
+    tim.add_argument("--max-time", type=positive_seconds, default=3.0,
                      help="seconds after which sampling stops (3.0)")
-    tim.add_argument("--noise", type=positive_float, default=0.005,
+    tim.add_argument("--noise", type=fraction, default=0.005,
                      help="stop once std/mean is under this (0.005 = 0.5%%)")
     tim.add_argument("--cache", choices=("cold", "warm"), default="cold",
                      help="flush the L2 before each CUDA sample (cold, default) or not (warm)")
@@ -136,9 +184,9 @@ def build_run_parser() -> OneLineParser:
                      help="parameter profile (default: fixed)")
     sel.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a workload parameter (repeatable)")
-    sel.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    sel.add_argument("--seed", type=seed, default=0, help="seed of the generated inputs (default 0)")
     tim = add_sampling_args(parser, "cell")
-    tim.add_argument("--timeout", type=positive_float, default=600.0,
+    tim.add_argument("--timeout", type=positive_seconds, default=600.0,
                      help="seconds one cell may take, build included (default 600)")
     trt = parser.add_argument_group(
         "tensorrt", "options of the tensorrt-engine and tensorrt-plugin backends (see docs/tensorrt.md)")

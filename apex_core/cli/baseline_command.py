@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_RATIOS, emit_baseline
@@ -10,14 +11,27 @@ from apex_core.baseline.io import load_report, write_baseline
 from apex_core.cli.args import OneLineParser
 from apex_core.report.writer import check_writable
 
+# the baseline schema's bounds: beyond them a limit lets any slowdown pass
+MAX_RATIO, MAX_LIMIT = 1000.0, 1e9
+
 
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not value >= 0 or not math.isfinite(value):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT:g} (the baseline schema's bound), "
+                                         f"got {text!r}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = _non_negative_float(text)
+    if value > MAX_RATIO:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g} (a 1000x slowdown), got {text!r}")
     return value
 
 
@@ -43,7 +57,7 @@ def build_parser() -> OneLineParser:
     emit.add_argument("--from", dest="sources", required=True, nargs="+", metavar="REPORT",
                       help="apex-bench JSON report(s) of one build and environment")
     emit.add_argument("--output", required=True, metavar="FILE", help="baseline file to write")
-    emit.add_argument("--ratio", type=_non_negative_float, help="max_regression_ratio of the first "
+    emit.add_argument("--ratio", type=_ratio, help="max_regression_ratio of the first "
                       "statistic; the others are scaled alike")
     emit.add_argument("--abs-ms", type=_non_negative_float, help="max_regression_abs_ms of every metric")
     emit.add_argument("--notes", help="baseline_notes (default: where and how it was emitted)")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -30,16 +31,43 @@ def _run_suite(argv: list[str]) -> int:
     return run_command(build_run_parser().parse_args(argv))
 
 
+# an error of apex-bench itself, not of the user's input or a cell: its own code, not 1
+EXIT_INTERNAL = 3
+
+
+def _internal_error(exc: BaseException) -> int:
+    """One line on stderr naming the error and where its traceback went; exit code 3."""
+    import tempfile
+    import traceback
+
+    handle, path = tempfile.mkstemp(prefix="apex-bench-internal-", suffix=".log")
+    with os.fdopen(handle, "w", encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(exc)))
+    print(f"apex-bench: internal error: {type(exc).__name__}: {printable(str(exc))[:200]} "
+          f"(traceback in {path})", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns 0, 1 (failed cell or gate) or 2 (usage error)."""
+    """Run the command line; returns 0, 1 (failed cell or gate), 2 (usage error) or 3 (internal error)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] in SUBCOMMANDS:
             return int(importlib.import_module(SUBCOMMANDS[args[0]]).main(args[1:]))
         return _run_suite(args)
     except ApexBenchError as exc:  # usage errors and every other deliberate error: one line
-        print(f"apex-bench: error: {exc}", file=sys.stderr)
+        print(f"apex-bench: error: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("apex-bench: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        return _internal_error(exc)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so a message is one line and cannot drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

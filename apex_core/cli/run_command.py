@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.listing import print_listing
 from apex_core.cli.progress import Progress
+from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -131,10 +131,6 @@ class _IncrementalReport:
         return report
 
 
-def _raise_keyboard_interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def run_command(args: Any) -> int:
     """Execute the run described by parsed ``args``; returns the exit code."""
     registry = Registry.discover()
@@ -158,16 +154,16 @@ def run_command(args: Any) -> int:
     if gate is not None:
         precheck_environment(gate, env, plan.config())
     _configure_logging(log_path)
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    handle_sigterm()
     with Progress(quiet=args.quiet) as progress:
         recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
         try:
             report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
                               environment=env, on_cell=recorder)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             recorder.write("interrupted")
             print(f"interrupted: partial report in {json_path}", flush=True)
-            return 130
+            return interrupted_exit_code(stop)
     report = recorder.write(report.status)
     code = _summarize(report, json_path, md_path, log_path)
     if args.strict:

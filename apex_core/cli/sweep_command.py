@@ -16,10 +16,11 @@ from typing import TextIO
 
 import attrs
 
-from apex_core.cli.args import OneLineParser, add_gate_args, add_sampling_args, positive_int
+from apex_core.cli.args import OneLineParser, add_gate_args, add_sampling_args, positive_int, seed
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import output_paths, timing_options
+from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.engine.sweep import (
     DEFAULT_INT_HIGH,
     RUNTIMES,
@@ -69,7 +70,7 @@ def build_parser() -> OneLineParser:
     sel.add_argument("--device", choices=("cpu", "cuda"),
                      help="default: cuda for tensorrt, cpu for onnxruntime")
     sel.add_argument("--name", help="the report's workload name (default: the file's stem)")
-    sel.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    sel.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (default 0)")
     sel.add_argument("--int-high", type=positive_int, default=DEFAULT_INT_HIGH,
                      help=f"integer inputs are uniform in [0, N) (default {DEFAULT_INT_HIGH})")
     add_sampling_args(parser, "case")
@@ -158,14 +159,15 @@ def main(argv: list[str]) -> int:
     base = empty_report(plan)
     if gate is not None:
         precheck_environment(gate, base.environment, base.config)
+    handle_sigterm()
     with Progress(quiet=args.quiet) as progress:
         recorder = _Recorder(base, plan, paths, progress)
         try:
             run_sweep(plan, environment=base.environment, on_cell=recorder)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             recorder.write("interrupted")
             print(f"interrupted: partial report in {paths[0]}", flush=True)
-            return 130
+            return interrupted_exit_code(stop)
     report = recorder.write("complete")
     code = _summarize(report, paths, args.quiet)
     if gate is None:

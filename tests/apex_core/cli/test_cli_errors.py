@@ -30,6 +30,21 @@ def assert_usage_error(result, *fragments):
         (["--graph"], ["--graph needs --device cuda"]),
         (["--timer", "kernel"], ["--timer kernel cannot run here", "use --device cuda"]),
         (["--timer", "wall"], ["invalid choice: 'wall'"]),
+        # numbers no timer or queue can hold
+        (["--min-time", "nan"], ["--min-time", "finite"]),
+        (["--max-time", "inf"], ["--max-time", "finite"]),
+        (["--max-time", "1e309"], ["--max-time", "finite"]),
+        (["--timeout", "inf"], ["--timeout", "finite"]),
+        (["--timeout", "1e300"], ["--timeout", "at most 604800 s"]),
+        (["--noise", "2"], ["--noise", "below 1"]),
+        (["--set", "height=" + "1" + "0" * 30], ["--set height=", "64-bit integer range"]),
+        (["--seed", "1" + "0" * 23], ["--seed", "below 2**63"]),
+        # empty names are not "everything"
+        (["--backends", ""], ["--backends", "empty list"]),
+        (["--workloads", ""], ["--workloads", "empty list"]),
+        (["--backends", "triton,,torch-reference"], ["--backends", "empty name"]),
+        # control characters are escaped, not echoed to the terminal
+        (["--backends", "\x1b[31mred"], ["unknown backend", "\\x1b[31mred"]),
         (["--profile", "huge"], ["invalid choice: 'huge'"]),
     ],
 )
@@ -77,3 +92,19 @@ def test_doctor_on_the_cpu_answers_in_a_few_lines(tmp_path):
     assert "perf_counter steps of" in result.stdout and "no CUDA device" in result.stdout
     assert (tmp_path / "facts.json").exists()
     assert_usage_error(run_cli(["doctor", "--device", "cuda"], cwd=tmp_path), "no CUDA device")
+
+
+def test_an_internal_error_is_one_line_exit_3_with_the_traceback_in_a_file(monkeypatch, capsys):
+    from apex_core import doctor
+    from apex_core.cli.main import EXIT_INTERNAL, main
+
+    def broken(device, full=True):
+        raise RuntimeError("a bug in apex-bench")
+
+    monkeypatch.setattr(doctor, "device_facts", broken)
+    assert main(["doctor", "--device", "cpu"]) == EXIT_INTERNAL == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error: RuntimeError: a bug in apex-bench" in err[0]
+    log = Path(err[0].rsplit("traceback in ", 1)[1].rstrip(")"))
+    assert "Traceback" in log.read_text() and "a bug in apex-bench" in log.read_text()
+    log.unlink()

@@ -122,3 +122,53 @@ def test_bare_run_skips_what_cannot_run_here(tmp_path):
     assert by["triton"]["status"] == "skipped" and "TRITON_INTERPRET=1" in by["triton"]["reason"]
     assert by["tensorrt-engine"]["status"] == "skipped"
     assert "tensorrt" in by["tensorrt-engine"]["reason"]
+
+
+def _processes_with(marker):
+    """Pids of live processes whose environment carries ``marker`` (the run's own and its children)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_a_hanging_cell_leaves_an_interrupted_report_and_no_process(
+        tmp_path, plugin_on_path, sig, code):
+    out = tmp_path / "r.json"
+    marker = f"APEX_TEST_RUN_{os.getpid()}_{sig}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "apex_core.cli.main", "--device", "cpu", "--workloads", "test-scale",
+         "--backends", "test-working,test-hang", "--min-time", "0", "--max-time", "0.2", "--timeout", "120",
+         "--output-json", str(out), "--output-md", str(tmp_path / "r.md")],
+        cwd=tmp_path, env={**os.environ, marker: "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the working cell is in; the hanging one has started
+            if out.exists() and len(json.loads(out.read_text())["benchmarks"]) >= 1:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no cell finished in time")
+        time.sleep(1.0)
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert load(out)["status"] == "interrupted"
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(marker) == []

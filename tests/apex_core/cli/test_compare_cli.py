@@ -117,6 +117,12 @@ BAD_INPUTS = [
     ("report", ("benchmarks",), [], "field benchmarks: is empty"),
     ("report", ("environment",), "cpu", "field environment: expected object"),
     ("report", ("config", "profile"), "fixed", "field environment_key.profile"),
+    # numbers a float cannot hold, limits that would let anything pass, absurd integers, deep nesting
+    ("baseline", '{"schema_version": 1, "suite": 1e999}', None, "1e999 is beyond the range of a float"),
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/p50_ms", "max_regression_ratio"), 1e308,
+     "max_regression_ratio"),
+    ("report", '{"n": ' + "9" * 400 + "}", None, "an integer of 400 digits is out of range"),
+    ("report", "[" * 100_000 + "]" * 100_000, None, "nested too deeply"),
 ]
 
 
@@ -179,7 +185,7 @@ def test_emit_usage_errors(tmp_path, synthetic, capsys):
     with pytest.raises(SystemExit) as info:
         _emit(source, tmp_path / "b.json", "--ratio", "-1")
     assert info.value.code == 2
-    _one_line_error(capsys, "--ratio", "must be >= 0")
+    _one_line_error(capsys, "--ratio", "must be a finite number >= 0")
     assert _emit(tmp_path / "absent.json", tmp_path / "b.json") == 2
     _one_line_error(capsys, "absent.json", "cannot read")
     assert not (tmp_path / "b.json").exists()
@@ -249,3 +255,28 @@ def test_run_gate_is_validated_before_any_cell(tmp_path, args, fragment):
     assert result.returncode == 2, result.stdout + result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_baseline_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, synthetic, capsys, kind):
+    source, _ = synthetic
+    if kind == "fifo":
+        special = tmp_path / "baseline.fifo"
+        os.mkfifo(special)  # reading it would block forever
+    else:
+        special = "/dev/zero"  # reading it would never end
+    capsys.readouterr()
+    assert _compare(tmp_path, special, source) == 2
+    _one_line_error(capsys, "not a regular file")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--ratio", "inf"), ("--abs-ms", "1e309"), ("--ratio", "1e308"),
+                                             ("--abs-ms", "nan")])
+def test_emit_refuses_limits_that_let_anything_pass(tmp_path, synthetic, capsys, flag, value):
+    source, _ = synthetic
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        _emit(source, tmp_path / "b.json", flag, value)
+    assert stop.value.code == 2
+    _one_line_error(capsys, flag)
+    assert not (tmp_path / "b.json").exists()
