@@ -12,7 +12,8 @@ from apex_core.cli.args import OneLineParser
 from apex_core.report.writer import check_writable
 
 # the baseline schema's bounds: beyond them a limit lets any slowdown pass
-MAX_RATIO, MAX_LIMIT = 1000.0, 1e9
+# (the other statistics' ratios are scaled up to 2.7x the first's: 1e5 stays under the schema's 1e6)
+MAX_RATIO, MAX_LIMIT = 1e5, 1e9
 
 
 def _non_negative_float(text: str) -> float:
@@ -31,7 +32,7 @@ def _non_negative_float(text: str) -> float:
 def _ratio(text: str) -> float:
     value = _non_negative_float(text)
     if value > MAX_RATIO:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g} (a 1000x slowdown), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g}, got {text!r}")
     return value
 
 
