@@ -13,7 +13,15 @@ from typing import Any
 import attrs
 import torch
 
-from apex_core.correctness import DTYPES, compare_outputs, poison_, reference_dtype, upcast_inputs
+from apex_core.correctness import (
+    DTYPES,
+    changed_inputs,
+    compare_outputs,
+    output_problem,
+    poison_,
+    reference_dtype,
+    upcast_inputs,
+)
 from apex_core.cuda_timer import measure_cuda
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
@@ -98,15 +106,20 @@ def check(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, sp
     refresh_inputs_(workload, case, inputs, spec, seed)
     if prepared.outputs:
         poison_(prepared.outputs)
+    untouched = {k: v.clone() for k, v in inputs.items()}
     synchronize(spec.device)
     outputs = prepared.fn()
     synchronize(spec.device)
+    tolerance = workload.tolerance(spec.dtype)
+    wrong = output_problem(outputs, DTYPES[spec.dtype]) or changed_inputs(inputs, untouched)
+    if wrong:
+        return Accuracy(False, tolerance.atol, tolerance.rtol, tolerance.max_mismatch_ratio, (), stage, wrong)
     # Copy before the reference runs: a backend may hand back buffers it reuses.
     outputs = {k: v.detach().clone() for k, v in outputs.items()}
-    ref_inputs = upcast_inputs(inputs, reference_dtype(spec.device))
+    ref_inputs = upcast_inputs(untouched, reference_dtype(spec.device))
     with torch.no_grad():
         reference = workload.reference(case, ref_inputs)
-    return compare_outputs(outputs, reference, workload.tolerance(spec.dtype), stage)
+    return compare_outputs(outputs, reference, tolerance, stage)
 
 
 def derive(work: Work, timing: Timing) -> Derived:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -34,6 +35,39 @@ def poison_(outputs: Mapping[str, torch.Tensor]) -> None:
             tensor.fill_(float("nan"))
         else:
             tensor.fill_(-(2**30) if tensor.dtype != torch.uint8 else 255)
+
+
+def output_problem(outputs: Any, cell_dtype: torch.dtype) -> str:
+    """Why the call's result is not a valid answer in form ("" when it is).
+
+    It must be a mapping of names to tensors; a floating output must be in the cell's dtype
+    or float32 (a state or accumulator kept wider), never wider than float32 or in another
+    16-bit type: a backend that computes in float64 is not timing the cell's precision.
+    """
+    if not isinstance(outputs, Mapping):
+        return f"the call returned {type(outputs).__name__}, expected a dict of output tensors"
+    for name, value in outputs.items():
+        if not isinstance(value, torch.Tensor):
+            return f"output {name!r} is {type(value).__name__}, expected a torch.Tensor"
+        if value.is_floating_point() and value.dtype not in (cell_dtype, torch.float32):
+            return (f"output {name!r} is {str(value.dtype).removeprefix('torch.')}, the cell is "
+                    f"{str(cell_dtype).removeprefix('torch.')}")
+    return ""
+
+
+def changed_inputs(inputs: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor]) -> str:
+    """The first input the call changed in place ("" when none): a backend may not write its inputs."""
+    for name, tensor in inputs.items():
+        old = before[name]
+        same = (torch.equal(tensor.view(_BITS[tensor.element_size()]), old.view(_BITS[old.element_size()]))
+                if tensor.is_floating_point() and tensor.element_size() in _BITS else torch.equal(tensor, old))
+        if not same:
+            return f"the call changed its input {name!r} (a backend must not write its inputs)"
+    return ""
+
+
+# floating tensors compare by their bits, so NaN inputs (fusiongate's proxies) equal themselves
+_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def compare_tensor(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> OutputAccuracy:

@@ -32,8 +32,8 @@ def perf_counter_resolution_ns(tries: int = 2000) -> int:
     return min(steps)
 
 
-def copy_bandwidth_gbps(nbytes: int = COPY_BYTES, repeats: int = 10) -> float:
-    """Device-to-device copy, bytes read plus written per second, median of ``repeats`` (GB/s)."""
+def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 10) -> dict[str, Any]:
+    """Device-to-device copy, bytes read plus written per second: median and best of ``repeats``."""
     import torch
 
     src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
@@ -48,9 +48,18 @@ def copy_bandwidth_gbps(nbytes: int = COPY_BYTES, repeats: int = 10) -> float:
         end.record()
         end.synchronize()
         seconds.append(start.elapsed_time(end) / 1e3)
+    if not torch.equal(dst[:: 2**20], src[:: 2**20]):
+        raise RuntimeError("the copy whose bandwidth was measured is wrong")
     del src, dst
     torch.cuda.empty_cache()
-    return 2 * nbytes / statistics.median(seconds) / 1e9
+    median = statistics.median(seconds)
+    return {"gpu": torch.cuda.get_device_name(), "bytes_per_copy": 2 * nbytes, "median_s": median,
+            "copy_gbps": 2 * nbytes / median / 1e9, "best_gbps": 2 * nbytes / min(seconds) / 1e9}
+
+
+def copy_bandwidth_gbps() -> float:
+    """The median copy bandwidth in GB/s (bytes read plus written)."""
+    return float(copy_bandwidth()["copy_gbps"])
 
 
 def timer_floors_us() -> dict[str, float | str]:

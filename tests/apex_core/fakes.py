@@ -131,3 +131,35 @@ class Picky(Eager):
 
     def supports(self, workload, case, dtype_name):
         return Support.no("only small") if case.name != "small" else Support.yes()
+
+
+class Cheating(Backend):
+    """Wrong in form rather than in value: ``how`` picks the trick.
+
+    ``mutate``: scales its input ``x`` in place and answers from it (right for the changed
+    input, wrong for the one it was given); ``float64``: answers in float64 whatever the
+    cell's dtype; ``not_tensor``: answers with a list; ``not_mapping``: answers with a tensor.
+    """
+
+    name = "cheat"
+    description = "cheats"
+
+    def __init__(self, how: str = "mutate") -> None:
+        self.how = how
+
+    def probe(self, device):
+        return Availability.yes()
+
+    def prepare(self, workload, case, inputs):
+        def run():
+            if self.how == "mutate":
+                inputs["x"].mul_(0.5)
+                return workload.reference(case, inputs)
+            y = workload.reference(case, inputs)["y"]
+            if self.how == "float64":
+                return {"y": y.double()}
+            if self.how == "not_tensor":
+                return {"y": y.tolist()}
+            return y
+
+        return Prepared(run)

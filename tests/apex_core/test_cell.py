@@ -76,3 +76,28 @@ def test_isolation_must_be_known():
     registry = Registry.from_objects([Eager()], [Axpy()])
     with pytest.raises(ValueError):
         run_plan(build_plan(registry), registry, isolation="thread", environment={})
+
+
+@pytest.mark.parametrize(("how", "dtype", "fragment"), [
+    ("mutate", "fp32", "the call changed its input 'x'"),
+    ("float64", "fp16", "output 'y' is float64, the cell is float16"),
+    ("float64", "fp32", "output 'y' is float64, the cell is float32"),
+    ("not_tensor", "fp32", "output 'y' is list, expected a torch.Tensor"),
+    ("not_mapping", "fp32", "the call returned Tensor, expected a dict of output tensors"),
+])
+def test_answers_wrong_in_form_are_incorrect_with_the_reason(how, dtype, fragment):
+    from tests.apex_core.fakes import Cheating
+
+    result = execute_cell(Axpy(), Cheating(how), spec("cheat", dtype=dtype))
+    assert result.status == Status.INCORRECT, result.reason
+    assert fragment in result.reason and result.timing is None
+
+
+def test_a_float32_state_in_a_half_precision_cell_is_allowed():
+    import torch
+
+    from apex_core.correctness import output_problem
+
+    half = {"y": torch.zeros(2, dtype=torch.float16), "state": torch.zeros(2)}
+    assert output_problem(half, torch.float16) == ""
+    assert "bfloat16" in output_problem({"y": torch.zeros(2, dtype=torch.bfloat16)}, torch.float16)
