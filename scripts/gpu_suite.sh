@@ -16,8 +16,9 @@
 #   bash scripts/gpu_suite.sh check-large OUT  the same at the large profile
 #   bash scripts/gpu_suite.sh timers OUT  every CUDA timer against a spin kernel of known cycles
 #   bash scripts/gpu_suite.sh triton-methods OUT  triton, fixed profile: two fresh default runs, graph, kernel, unheld
+#   bash scripts/gpu_suite.sh triton-repeat OUT  two more default runs, ff-infer under --graph, three backends
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -65,6 +66,15 @@ case $part in
     step triton-graph-kernel 150 --backends triton --graph --timer kernel
     python3 scripts/perf_table.py --methods "$work"/triton-{1,2,graph,kernel,unheld,raw,graph-kernel}.json \
         | tee "$work/methods.md" ;;
+  triton-repeat)
+    # two more fresh default processes, ff-infer's energy under --graph, and the three backends
+    # on a scan whose eager reference queues more launches than a held stream takes
+    step triton-3 200 --backends triton
+    step triton-4 120 --backends triton
+    step ff-graph 150 --backends triton --workloads ff-infer --graph
+    step mixed 300 --backends torch-reference,torch-compile,triton --workloads tilepack,ff-infer,tilessm-scan:forward
+    python3 scripts/perf_table.py --methods "$work"/{triton-3,triton-4,ff-graph,mixed}.json | tee "$work/methods.md"
+    cat "$work/mixed.md" ;;
   fixed)
     step fixed 330 --backends $all
     step fixed-graph 180 --backends $all --graph ;;
