@@ -9,6 +9,8 @@ Library use::
         print(cell.key, cell.status, cell.timing.stats.p50 if cell.timing else cell.reason)
 """
 
+import logging
+
 from apex_core.api import run
 from apex_core.errors import ApexBenchError, ParamError, PluginError, UsageError
 from apex_core.interfaces import Backend, CellSkipped, Prepared, Workload
@@ -57,3 +59,7 @@ __all__ = [
     "run",
     "run_plan",
 ]
+
+# A library configures no logging of its own; without this, Python's last-resort handler
+# would print the tracebacks of failed cells to the caller's stderr (the CLI adds its file).
+logging.getLogger("apex_core").addHandler(logging.NullHandler())

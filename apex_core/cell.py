@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import torch
 
+from apex_core import process_state
 from apex_core.correctness import (
     DTYPES,
     changed_inputs,
@@ -211,6 +212,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     record: dict[str, Any] = {}
     status, reason, log = Status.OK, "", ""
     skip_kind: SkipKind | None = None
+    before = process_state.capture()
     try:
         case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
         _run_steps(workload, backend, case, spec, record)
@@ -219,6 +221,10 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     except Exception as exc:  # a bug outside the named stages still becomes a row
         setup_failure = _fail("cell setup", exc)
         status, reason, log = setup_failure.status, setup_failure.reason, setup_failure.log
+    finally:
+        # what the backend changed in the process must not reach the next cell
+        leaks = process_state.describe(*process_state.restore(before))
+        record["metadata"] = {**record.get("metadata", {}), **leaks}
     if status != Status.OK:
         # Numbers from a cell that went wrong are not reported as speeds.
         record.pop("timing", None)

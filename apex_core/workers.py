@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import pickle
 import signal
 import time
 from typing import Any
+
+import attrs
 
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.results import CellResult, Status
@@ -34,11 +37,31 @@ def _worker_main(conn: Any) -> None:
             return
         workload = registry.workloads[spec.workload]
         backend = registry.backends[spec.backend]
-        result = execute_cell(workload, backend, spec)
+        result = sendable(execute_cell(workload, backend, spec))
         conn.send(("result", result))
-        if result.status == Status.CRASHED:
-            # The CUDA context may be poisoned: let the pool start a clean worker.
+        if result.status == Status.CRASHED or result.metadata.get("process_state_unrestorable"):
+            # A poisoned CUDA context, or process state that could not be put back:
+            # let the pool start a clean worker.
             return
+
+
+def sendable(result: CellResult) -> CellResult:
+    """The result as it can cross to the parent: metadata that does not pickle makes the cell an error."""
+    try:
+        pickle.dumps(result)
+        return result
+    except Exception:
+        pass
+    for key, value in result.metadata.items():
+        try:
+            pickle.dumps(value)
+        except Exception as exc:
+            reason = (f"backend metadata {key!r} cannot be sent to the run ({type(exc).__name__}: {exc}); "
+                      "metadata must be plain data")
+            return attrs.evolve(result, status=Status.ERROR, reason=reason, timing=None, derived=None,
+                                telemetry=None, metadata={k: v for k, v in result.metadata.items() if k != key})
+    return attrs.evolve(result, status=Status.ERROR, reason="the cell's result cannot be sent to the run",
+                        timing=None, derived=None, telemetry=None, metadata={})
 
 
 def _exit_description(exitcode: int | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from apex_core.errors import UsageError
 from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
-from apex_core.report.writer import ReportWriter, check_writable
+from apex_core.report.writer import ReportWriter, check_distinct, check_writable
 from apex_core.results import FAILING_STATUSES, CellResult, Report
 from apex_core.runner import run_plan, utc_now
 from apex_core.timing import TimingOptions
@@ -34,12 +35,17 @@ def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
     if args.output_json is None or args.output_md is None:
         for default in (default_json, default_md):
             default.parent.mkdir(parents=True, exist_ok=True)
-    json_path = Path(args.output_json) if args.output_json else default_json
-    md_path = Path(args.output_md) if args.output_md else default_md
-    log_path = Path(args.log_file) if args.log_file else json_path.with_suffix(".log")
-    for path, flag in ((json_path, "--output-json"), (md_path, "--output-md"),
-                       (log_path, "--log-file")):
+    for text, flag in ((args.output_json, "--output-json"), (args.output_md, "--output-md"),
+                       (args.log_file, "--log-file")):
+        if text is not None and not str(text).strip():
+            raise UsageError(f"{flag}: empty path")
+    json_path = Path(args.output_json) if args.output_json is not None else default_json
+    md_path = Path(args.output_md) if args.output_md is not None else default_md
+    log_path = Path(args.log_file) if args.log_file is not None else json_path.with_suffix(".log")
+    paths = {"--output-json": json_path, "--output-md": md_path, "--log-file": log_path}
+    for flag, path in paths.items():
         check_writable(path, flag)
+    check_distinct(paths)
     return json_path, md_path, log_path
 
 
@@ -166,6 +172,11 @@ def run_command(args: Any) -> int:
             return interrupted_exit_code(stop)
     report = recorder.write(report.status)
     code = _summarize(report, json_path, md_path, log_path)
+    if recorder.writer.failure:
+        # the files hold the last report written whole; the cells after it are lost to them
+        print(f"apex-bench: error: {recorder.writer.failure}; the report on disk stops at the last "
+              "successful write", file=sys.stderr, flush=True)
+        code = max(code, 1)
     if args.strict:
         code = max(code, _strict(report))
     if gate is None:

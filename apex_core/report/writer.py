@@ -35,19 +35,49 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+# room for the temporary file's prefix and suffix within the usual 255-byte name limit
+MAX_NAME_BYTES = 200
+
+
 def check_writable(path: Path, flag: str) -> None:
-    """Fail before any work starts when ``path`` cannot be written (missing or read-only folder)."""
-    folder = Path(path).resolve().parent
+    """Fail before any work starts when ``path`` cannot be written as a plain file of its own.
+
+    The folder must exist and take a new file; the path must not name a folder, a symbolic
+    link (a write would follow it) or anything but a regular file (a device node or FIFO
+    would be replaced by a file), and its name must leave room for the temporary file.
+    """
+    text = str(path)
+    if not text.strip():
+        raise UsageError(f"{flag}: empty path")
+    path = Path(path)
+    if len(path.name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise UsageError(f"{flag}: file name of {len(path.name)} characters is too long "
+                         f"(at most {MAX_NAME_BYTES} bytes)")
+    if path.is_symlink():
+        raise UsageError(f"{flag} {path}: is a symbolic link; name the file itself")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, expected a file path")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{flag} {path}: exists and is not a regular file (a device, FIFO or socket)")
+    folder = path.resolve().parent
     if not folder.is_dir():
         raise UsageError(f"{flag} {path}: folder {folder} does not exist")
-    if Path(path).is_dir():
-        raise UsageError(f"{flag} {path}: is a folder, expected a file path")
     try:
         fd, probe = tempfile.mkstemp(prefix=".apex-bench-write-check.", dir=folder)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: folder {folder} is not writable ({exc.strerror})") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def check_distinct(paths: dict[str, Path]) -> None:
+    """Refuse two outputs that name the same file (the second would overwrite the first)."""
+    seen: dict[Path, str] = {}
+    for flag, path in paths.items():
+        key = Path(path).resolve()
+        if key in seen:
+            raise UsageError(f"{flag} and {seen[key]} name the same file {path}")
+        seen[key] = flag
 
 
 @cache
@@ -74,9 +104,15 @@ class ReportWriter:
     def __init__(self, json_path: Path | None, markdown_path: Path | None) -> None:
         self.json_path = json_path
         self.markdown_path = markdown_path
+        # the last write that failed (a full disk, a folder made read-only): the run goes on,
+        # the files keep the last report written whole, and the CLI says so at the end
+        self.failure = ""
 
     def write(self, report: Report) -> None:
-        if self.json_path is not None:
-            atomic_write_text(self.json_path, report_json(report) + "\n")
-        if self.markdown_path is not None:
-            atomic_write_text(self.markdown_path, render_markdown(report))
+        try:
+            if self.json_path is not None:
+                atomic_write_text(self.json_path, report_json(report) + "\n")
+            if self.markdown_path is not None:
+                atomic_write_text(self.markdown_path, render_markdown(report))
+        except OSError as exc:
+            self.failure = f"could not write {exc.filename or self.json_path}: {exc.strerror or exc}"

@@ -163,3 +163,40 @@ class Cheating(Backend):
             return y
 
         return Prepared(run)
+
+
+class StateChanging(Eager):
+    """Changes the process's state in its call, as careless backends do (``how``: which part)."""
+
+    name = "state"
+    description = "changes process state"
+
+    def __init__(self, how: str, where: str = "") -> None:
+        self.how, self.where = how, where
+
+    def prepare(self, workload, case, inputs):
+        import os
+        import resource
+
+        other_threads = 1 if torch.get_num_threads() > 1 else 2
+
+        def run():
+            if self.how == "dtype":
+                torch.set_default_dtype(torch.float64)
+            elif self.how == "threads":
+                torch.set_num_threads(other_threads)
+            elif self.how == "deterministic":
+                torch.use_deterministic_algorithms(True)
+            elif self.how == "grad":
+                torch.set_grad_enabled(False)
+            elif self.how == "cwd":
+                os.chdir(self.where)
+            elif self.how == "environ":
+                os.environ["APEX_LEAKED"] = "1"
+            elif self.how == "rlimit":
+                soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                resource.setrlimit(resource.RLIMIT_AS, (2**40 if soft == resource.RLIM_INFINITY else soft - 1,
+                                                        hard))
+            return workload.reference(case, inputs)
+
+        return Prepared(run)

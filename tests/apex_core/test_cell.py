@@ -101,3 +101,59 @@ def test_a_float32_state_in_a_half_precision_cell_is_allowed():
     half = {"y": torch.zeros(2, dtype=torch.float16), "state": torch.zeros(2)}
     assert output_problem(half, torch.float16) == ""
     assert "bfloat16" in output_problem({"y": torch.zeros(2, dtype=torch.bfloat16)}, torch.float16)
+
+
+@pytest.mark.parametrize(("how", "named"), [
+    ("dtype", "torch default dtype"), ("threads", "torch thread count"),
+    ("deterministic", "torch deterministic mode"), ("grad", "torch grad mode"),
+    ("cwd", "working directory"), ("environ", "environment variables"), ("rlimit", "address-space limit"),
+])
+def test_process_state_a_backend_changes_is_restored_and_named(tmp_path, how, named):
+    import os
+
+    import torch
+
+    from apex_core import process_state
+    from tests.apex_core.fakes import StateChanging
+
+    before = process_state.capture()
+    result = execute_cell(Axpy(), StateChanging(how, str(tmp_path)), spec("state"))
+    after = process_state.capture()
+    assert result.status == Status.OK, result.reason
+    # (torch's own setters may touch environment variables too: those are restored as well)
+    assert named in result.metadata["process_state_restored"]
+    fields = ("default_dtype", "threads", "deterministic", "grad_enabled", "cwd", "rlimit_as", "environ")
+    assert [getattr(after, f) for f in fields] == [getattr(before, f) for f in fields]
+    assert "APEX_LEAKED" not in os.environ and torch.get_default_dtype() == torch.float32
+    # the next cell in the same process sees none of it
+    assert "process_state_restored" not in execute_cell(Axpy(), Eager(), spec()).metadata
+
+
+def test_metadata_that_cannot_cross_to_the_run_makes_an_error_naming_the_key():
+    from apex_core.results import CellResult
+    from apex_core.workers import sendable
+
+    fine = CellResult("w", "c", "b", "fp32", "cpu", Status.OK, metadata={"config": {"BLOCK": 64}})
+    assert sendable(fine) is fine
+    bad = CellResult("w", "c", "b", "fp32", "cpu", Status.OK, metadata={"config": 1, "handle": lambda: None})
+    result = sendable(bad)
+    assert result.status == Status.ERROR and "'handle'" in result.reason and "plain data" in result.reason
+    assert result.metadata == {"config": 1}
+
+
+def test_a_library_call_prints_no_traceback_of_a_failed_cell():
+    # in a child process: pytest's own log capture would hide Python's last-resort handler
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("import apex_core; from apex_core.registry import Registry;"
+            "from apex_core.timing import TimingOptions; from tests.apex_core.fakes import Axpy, Raising;"
+            "r = apex_core.run(['axpy'], ['raising'], device='cpu', isolation='inline',"
+            " timing=TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.1),"
+            " registry=Registry.from_objects([Raising('call')], [Axpy()]));"
+            "print(r.cells[0].status)")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert child.returncode == 0 and child.stdout.strip() == "error", child.stderr
+    assert "Traceback" not in child.stderr and child.stderr.strip() == ""

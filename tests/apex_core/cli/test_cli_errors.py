@@ -108,3 +108,47 @@ def test_an_internal_error_is_one_line_exit_3_with_the_traceback_in_a_file(monke
     log = Path(err[0].rsplit("traceback in ", 1)[1].rstrip(")"))
     assert "Traceback" in log.read_text() and "a bug in apex-bench" in log.read_text()
     log.unlink()
+
+
+@pytest.mark.parametrize("case", ["symlink_json", "symlink_log", "device_md", "same_file", "empty_json",
+                                  "folder_json", "long_name"])
+def test_outputs_that_would_clobber_or_cannot_be_files_are_refused(tmp_path, case):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "link.json").symlink_to(victim)
+    (tmp_path / "link.log").symlink_to(victim)
+    args, fragment = {
+        "symlink_json": (["--output-json", "link.json"], "symbolic link"),
+        # the log sits next to the JSON by default: r.json -> r.log
+        "symlink_log": (["--output-json", "link.json".replace("link", "r"), "--log-file", "link.log"],
+                        "symbolic link"),
+        "device_md": (["--output-md", "/dev/null"], "not a regular file"),
+        "same_file": (["--output-json", "r.json", "--output-md", "r.json"], "name the same file"),
+        "empty_json": (["--output-json", ""], "empty path"),
+        "folder_json": (["--output-json", str(tmp_path)], "is a folder"),
+        "long_name": (["--output-json", "x" * 300 + ".json"], "too long"),
+    }[case]
+    result = run_cli(["--device", "cpu", "--workloads", "tilepack", *args], cwd=tmp_path)
+    assert_usage_error(result, fragment)
+    assert victim.read_text() == "precious"
+    assert Path("/dev/null").is_char_device()
+
+
+def test_a_write_that_fails_mid_run_keeps_the_last_report_and_is_reported(tmp_path, monkeypatch):
+    import errno
+
+    from apex_core.report import writer as writer_module
+    from apex_core.results import Report
+
+    report = Report(suite="s", timestamp_utc="2026-11-26T00:00:00Z", environment={"device": "cpu"},
+                    config={}, status="running", cells=())
+    out = writer_module.ReportWriter(None, tmp_path / "r.md")
+    out.write(report)
+    assert out.failure == ""
+
+    def full_disk(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(writer_module, "atomic_write_text", full_disk)
+    out.write(report)
+    assert "No space left on device" in out.failure and (tmp_path / "r.md").read_text().startswith("# s")
