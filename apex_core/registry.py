@@ -58,10 +58,32 @@ def load_entry_points(group: str) -> list[FoundPlugin]:
     # stevedore caches entry points per process; drop ours so a newly installed
     # package is seen by a later discovery in the same process.
     ExtensionManager.ENTRY_POINT_CACHE.pop(group, None)
-    manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    try:
+        manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    except (SystemExit, GeneratorExit) as exc:
+        # stevedore guards each import against Exception only: a module that calls sys.exit()
+        # at import would end the run. Load one by one instead, so only that plugin fails.
+        log.debug("a plugin of %s raised %s at import; loading one by one", group, type(exc).__name__)
+        return _load_one_by_one(group)
     found = [FoundPlugin(ext.name, _source_of(ext.entry_point), ext.plugin)
              for ext in manager.extensions]
     return found + failures
+
+
+def _load_one_by_one(group: str) -> list[FoundPlugin]:
+    """Every entry point of ``group`` imported on its own; anything but Ctrl-C becomes a failure row."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for entry_point in entry_points(group=group):
+        try:
+            found.append(FoundPlugin(entry_point.name, _source_of(entry_point), entry_point.load()))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit at import included: that plugin is broken, not the run
+            found.append(FoundPlugin(entry_point.name, _source_of(entry_point),
+                                     error=f"{type(exc).__name__}: {exc}"))
+    return found
 
 
 def _construct(found: FoundPlugin, base: type) -> tuple[Any, str]:

@@ -52,6 +52,7 @@ class _Probes:
     def __init__(self, registry: Registry, configure_failures: dict[str, str] | None = None) -> None:
         self.registry = registry
         self.cache: dict[tuple[str, str], Availability] = {}
+        self.errors: dict[tuple[str, str], str] = {}
         self.configure_failures = dict(configure_failures or {})
 
     def availability(self, backend_name: str, device: str) -> Availability:
@@ -64,9 +65,15 @@ class _Probes:
             else:
                 try:
                     self.cache[key] = backend.probe(device)
-                except Exception as exc:
-                    self.cache[key] = Availability.no(f"probe raised {describe_exception(exc)}")
+                except Exception as exc:  # a probe that raises is a bug: an error row, not a skip
+                    self.errors[key] = f"probe() raised {describe_exception(exc)}"
+                    self.cache[key] = Availability.no(self.errors[key])
         return self.cache[key]
+
+    def error(self, backend_name: str, device: str) -> str:
+        """Why probing the backend failed ("" when it answered)."""
+        self.availability(backend_name, device)
+        return self.errors.get((backend_name, device), "")
 
 
 def _planned_result(cell: PlannedCell, status: Status, reason: str,
@@ -83,6 +90,9 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probe
             return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
     if cell.backend in probes.configure_failures:
         return _planned_result(cell, Status.ERROR, probes.configure_failures[cell.backend])
+    probe_error = probes.error(cell.backend, cell.device)
+    if probe_error:
+        return _planned_result(cell, Status.ERROR, probe_error)
     availability = probes.availability(cell.backend, cell.device)
     if not availability.ok:
         return _planned_result(cell, Status.SKIPPED, availability.reason, SkipKind.UNAVAILABLE)

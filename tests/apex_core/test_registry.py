@@ -63,3 +63,48 @@ def test_third_party_package_lands_as_it_should(plugin_on_path):
     assert "apex_testplugin_missing_dependency" in broken.reason
     assert "apex_testplugin.broken:BrokenBackend" in broken.source
     assert not registry.backends["test-unavailable"].probe("cpu").ok
+
+
+def test_a_plugin_that_exits_at_import_is_one_error_row_not_the_end_of_the_run(monkeypatch):
+    import importlib.metadata
+    import types
+
+    import stevedore
+
+    from apex_core import registry as registry_module
+
+    class Exiting:
+        def __init__(self, *args, **kwargs):
+            raise SystemExit(0)  # what stevedore lets through when a module calls sys.exit()
+
+    def entry_point(name, load):
+        return types.SimpleNamespace(name=name, value=f"pkg.{name}:Thing", dist=None, load=load)
+
+    def exits():
+        raise SystemExit(0)
+
+    monkeypatch.setattr(stevedore, "ExtensionManager", Exiting)
+    Exiting.ENTRY_POINT_CACHE = {}
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group: [entry_point("good", lambda: Eager), entry_point("exits", exits)])
+    found = {f.name: f for f in registry_module.load_entry_points(BACKEND_GROUP)}
+    assert found["good"].plugin is Eager and found["good"].error == ""
+    assert found["exits"].error == "SystemExit: 0"
+
+
+def test_a_probe_that_raises_makes_error_cells_not_skips():
+    from apex_core.api import run
+    from apex_core.results import Status
+    from apex_core.timing import TimingOptions
+
+    class Crashy(Eager):
+        name = "crashy"
+
+        def probe(self, device):
+            raise RuntimeError("probe bug")
+
+    report = run(["axpy"], ["crashy"], device="cpu", isolation="inline",
+                 timing=TimingOptions(warmup=1, min_iters=2, min_time_s=0.0, max_time_s=0.1),
+                 registry=Registry.from_objects([Crashy()], [Axpy()]))
+    assert {c.status for c in report.cells} == {Status.ERROR}
+    assert all("probe() raised RuntimeError: probe bug" in c.reason for c in report.cells)
