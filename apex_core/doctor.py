@@ -66,12 +66,15 @@ def timer_floors_us() -> dict[str, float | str]:
     """Each CUDA method's p50 for one empty kernel, in us (a reason where it cannot run)."""
     import attrs
 
+    from apex_core import cuda_timer
     from apex_core.cuda_timer import CudaTimer, empty_kernel
     from apex_core.kernel_timer import profiler_unavailable_reason
     from apex_core.timing import TimingOptions
 
-    base = TimingOptions(warmup=10, min_iters=100, min_time_s=0.05, max_time_s=0.3, subtract_floor=False,
-                         energy=False)
+    # sampled as each cell samples its own floor
+    base = TimingOptions(warmup=cuda_timer.FLOOR_WARMUP, min_iters=cuda_timer.FLOOR_MIN_SAMPLES,
+                         min_time_s=cuda_timer.FLOOR_MIN_TIME_S, max_time_s=cuda_timer.FLOOR_MAX_TIME_S,
+                         subtract_floor=False, energy=False)
     variants = {"cuda_event_held": base, "cuda_graph_held": attrs.evolve(base, graph=True),
                 "cuda_event_unheld": attrs.evolve(base, hold=False),
                 "kernel_profiler": attrs.evolve(base, timer="kernel")}

@@ -36,3 +36,8 @@ def describe_exception(exc: BaseException) -> str:
     """``Type: message`` on one line, for reasons recorded in cells and printed on the terminal."""
     text = one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped, so a message is one line and cannot drive the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -37,8 +37,12 @@ def _worker_main(conn: Any) -> None:
             return
         workload = registry.workloads[spec.workload]
         backend = registry.backends[spec.backend]
-        result = sendable(execute_cell(workload, backend, spec))
-        conn.send(("result", result))
+        result = execute_cell(workload, backend, spec)
+        try:
+            conn.send(("result", result))  # pickled before anything is written: a failure sends nothing
+        except (pickle.PicklingError, TypeError, AttributeError):
+            result = sendable(result)
+            conn.send(("result", result))
         if result.status == Status.CRASHED or result.metadata.get("process_state_unrestorable"):
             # A poisoned CUDA context, or process state that could not be put back:
             # let the pool start a clean worker.

@@ -8,6 +8,7 @@ import sys
 from typing import NoReturn
 
 from apex_core.correctness import DTYPES
+from apex_core.errors import printable
 from apex_core.interfaces import PROFILES
 
 EXIT_CODES = """\
@@ -27,8 +28,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         # control characters from the command line are escaped, never echoed raw
-        clean = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-        sys.stderr.write(f"{self.prog}: error: {clean}\n")
+        sys.stderr.write(f"{self.prog}: error: {printable(message)}\n")
         sys.exit(2)
 
 

@@ -11,7 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from apex_core.errors import ApexBenchError
+from apex_core.cli.signals import interrupted_exit_code
+from apex_core.errors import ApexBenchError, printable
 
 # name -> module with ``main(argv: list[str]) -> int``
 SUBCOMMANDS: dict[str, str] = {
@@ -58,16 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ApexBenchError as exc:  # usage errors and every other deliberate error: one line
         print(f"apex-bench: error: {printable(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("apex-bench: interrupted", file=sys.stderr)
-        return 130
+        return interrupted_exit_code(stop)
     except Exception as exc:
         return _internal_error(exc)
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped, so a message is one line and cannot drive the terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from apex_core.results import CellResult
+from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5
 STRICT_FLAGS = ("faster_than_physics",)
+
+
+def is_launch_bound(timing: Timing) -> bool | None:
+    """True when issuing one call costs the host more than the device spends on it (None: unknown)."""
+    if timing.host_ms is None:
+        return None
+    return timing.host_ms > timing.stats.p50
 
 
 def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, Any]) -> list[str]:
@@ -34,7 +41,7 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
         flags.append("noisy")
     if stats.min > 0 and stats.p50 / stats.min > P50_OVER_MIN_LIMIT:
         flags.append("p50_over_min")
-    if timing.host_ms is not None and timing.host_ms > stats.p50:
+    if is_launch_bound(timing):
         flags.append("launch_bound")
     if cell.telemetry is not None and cell.telemetry.throttled:
         flags.append("throttled")

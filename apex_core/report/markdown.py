@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apex_core.report.flags import cell_flags
-from apex_core.report.records import is_launch_bound
+from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.results import CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
@@ -59,13 +58,13 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
         if comparable and cell.backend != REFERENCE_BACKEND and reference is not None \
                 and reference.timing:
             text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
-        if is_launch_bound(cell.timing):
+        if "launch_bound" in (flags or ()):
             text += " †"
         if "faster_than_physics" in (flags or ()):
             text += f" [{notes.ref(PHYSICS_NOTE)}]"
         if "p50_over_min" in (flags or ()):
             text += f" [{notes.ref(BIMODAL_NOTE)}]"
-        if cell.telemetry is not None and cell.telemetry.throttled:
+        if "throttled" in (flags or ()) and cell.telemetry is not None:
             text += f" [{notes.ref(_throttle_note(cell.telemetry))}]"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"

@@ -9,9 +9,9 @@ from typing import Any
 import attrs
 
 from apex_core.environment import environment_key
-from apex_core.report.flags import cell_flags
+from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.report.manifest import replay_block
-from apex_core.results import Accuracy, CellResult, Report, Stats, Timing
+from apex_core.results import Accuracy, CellResult, Report, Stats
 
 SCHEMA_VERSION = 1
 
@@ -78,13 +78,6 @@ def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
             for o in accuracy.outputs
         ],
     }
-
-
-def is_launch_bound(timing: Timing) -> bool | None:
-    """True when issuing one call costs the host more than the device spends on it (None: unknown)."""
-    if timing.host_ms is None:
-        return None
-    return timing.host_ms > timing.stats.p50
 
 
 def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
