@@ -17,8 +17,9 @@
 #   bash scripts/gpu_suite.sh timers OUT  every CUDA timer against a spin kernel of known cycles
 #   bash scripts/gpu_suite.sh triton-methods OUT  triton, fixed profile: two fresh default runs, graph, kernel, unheld
 #   bash scripts/gpu_suite.sh triton-repeat OUT  two more default runs, ff-infer under --graph, three backends
+#   bash scripts/gpu_suite.sh spread OUT  graph floor by launch kind, then four fresh default runs and --graph
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -75,6 +76,17 @@ case $part in
     step mixed 300 --backends torch-reference,torch-compile,triton --workloads tilepack,ff-infer,tilessm-scan:forward
     python3 scripts/perf_table.py --methods "$work"/{triton-3,triton-4,ff-graph,mixed}.json | tee "$work/methods.md"
     cat "$work/mixed.md" ;;
+  spread)
+    # does the graph floor depend on the kind of launch; then process-to-process spread and picks
+    timeout 150 python3 scripts/dev/graph_floor.py | tee "$work/graph-floor.md"
+    step spread-1 200 --backends triton
+    step spread-2 100 --backends triton
+    step spread-3 100 --backends triton
+    step spread-4 100 --backends triton
+    step spread-graph 100 --backends triton --graph
+    python3 scripts/dev/spread.py "$work"/spread-{1,2,3,4}.json | tee "$work/spread.md"
+    python3 scripts/dev/spread.py "$work"/spread-{1,graph}.json | tee "$work/spread-graph.md"
+    tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   fixed)
     step fixed 330 --backends $all
     step fixed-graph 180 --backends $all --graph ;;
