@@ -40,7 +40,7 @@ def main(paths: list[str]) -> int:
                    default=0.0)
         worst = max(worst, diff)
         same = len({picks(c) for c in present}) == 1
-        clocks = sorted({round(((c.get("telemetry") or {}).get("sm_clock_mhz") or {}).get("median") or 0)
+        clocks = sorted({round(((c.get("telemetry") or {}).get("sm_clock_mhz") or [0, 0, 0])[1])
                          for c in present})
         print(f"| {key[0]} {key[1]} | {' / '.join(f'{v:.2f}' for v in p50)} | "
               f"{' / '.join(f'{v:.2f}' for v in floors)} | {diff:.1%} | {'yes' if same else 'NO'} | {clocks} |")
