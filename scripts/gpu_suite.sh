@@ -18,8 +18,9 @@
 #   bash scripts/gpu_suite.sh triton-methods OUT  triton, fixed profile: two fresh default runs, graph, kernel, unheld
 #   bash scripts/gpu_suite.sh triton-repeat OUT  two more default runs, ff-infer under --graph, three backends
 #   bash scripts/gpu_suite.sh spread OUT  graph floor by launch kind, then four fresh default runs and --graph
+#   bash scripts/gpu_suite.sh gate OUT  spin kernels of ~10 and ~100 us: 3 baseline runs, then 20 A/A and 20 slowed by 10 %
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -76,6 +77,16 @@ case $part in
     step mixed 300 --backends torch-reference,torch-compile,triton --workloads tilepack,ff-infer,tilessm-scan:forward
     python3 scripts/perf_table.py --methods "$work"/{triton-3,triton-4,ff-graph,mixed}.json | tee "$work/methods.md"
     cat "$work/mixed.md" ;;
+  gate)
+    # the gate's false-positive and detection rates (docs/baselines.md): fresh processes, A/A
+    # and +10 % planted by the test plugin, alternating so a drift of the machine hits both alike
+    python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+    spin=(--workloads test-spin-pair --backends test-working --no-energy)
+    for i in 1 2 3; do step "base-$i" 60 "${spin[@]}"; done
+    for i in $(seq 1 20); do
+      step "aa-$i" 60 "${spin[@]}"
+      APEX_TEST_SPIN_SLOWDOWN=1.10 step "slow-$i" 60 "${spin[@]}"
+    done ;;
   spread)
     # does the graph floor depend on the kind of launch; then process-to-process spread and picks
     timeout 150 python3 scripts/dev/graph_floor.py | tee "$work/graph-floor.md"
