@@ -217,3 +217,41 @@ def test_gpu_job_runs_in_tagged_sessions_and_stops_them_afterwards():
     (upload,) = [i for i, s in enumerate(job_steps) if "upload-artifact" in str(s.get("uses"))]
     assert bench < upload < len(job_steps) - 1
     assert 'bash scripts/gpu_job_cleanup.sh "${JOB_DIR:-}/sessions"' in job_steps[-1]["run"]
+
+
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?P<comment>.*)$")
+PINNED = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
+
+
+def uses_lines(text):
+    return [m for m in map(USES.match, text.splitlines()) if m]
+
+
+def test_every_action_is_pinned_by_a_commit_sha_with_its_tag_in_a_comment(workflow):
+    # a tag can be moved to other code; a commit cannot (local ./ actions come with the checkout)
+    name, wf = workflow
+    found = uses_lines((WORKFLOWS / name).read_text())
+    parsed = [s["uses"] for job in wf["jobs"].values() for s in steps(job) if "uses" in s]
+    assert [m["ref"] for m in found] == parsed, name  # the line scan saw every uses:
+    for m in found:
+        if m["ref"].startswith("./"):
+            continue
+        assert PINNED.fullmatch(m["ref"]), f"{name}: {m['ref']} is not pinned by a full commit SHA"
+        assert re.fullmatch(r"\s+# v\d+(\.\d+)*\s*", m["comment"]), f"{name}: {m['ref']} names no tag"
+
+
+def test_one_action_is_pinned_to_one_commit_everywhere():
+    pins = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for m in uses_lines(path.read_text()):
+            action, _, sha = m["ref"].partition("@")
+            pins.setdefault(action, set()).add((sha, m["comment"].strip()))
+    assert {action: len(p) for action, p in pins.items() if len(p) > 1} == {}
+
+
+@pytest.mark.parametrize("line", ["- uses: actions/checkout@v4",
+                                  "  uses: actions/checkout@11bd719 # v4.2.2",
+                                  "- uses: actions/checkout@main # v4"])
+def test_the_pin_check_refuses_a_tag_a_short_sha_or_a_branch(line):
+    (m,) = uses_lines(line)
+    assert not PINNED.fullmatch(m["ref"])
