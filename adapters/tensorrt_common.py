@@ -349,18 +349,45 @@ def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
                              strongly_typed)
 
 
+def resolve_plugin_library(entry: str) -> str:
+    """Where ``entry`` loads from: a path made absolute, a bare name left to the dynamic loader.
+
+    dlopen searches LD_LIBRARY_PATH and the system folders for a name without a slash, never
+    the current folder: ``myplugin.so`` that is a file here becomes its absolute path, while a
+    name that is no file here (``libapexx.so``) stays bare for the loader's search. A path with
+    a slash is made absolute too, so a worker started in another folder loads the same file.
+    """
+    expanded = os.path.expanduser(entry.strip())
+    if is_bare_library_name(expanded) and not os.path.isfile(expanded):
+        return expanded
+    return os.path.abspath(expanded)
+
+
+def is_bare_library_name(entry: str) -> bool:
+    """True for a name the dynamic loader searches for (no slash), False for a path."""
+    return os.sep not in entry and (os.altsep is None or os.altsep not in entry)
+
+
 def plugin_library_paths(given: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
-    """The plugin libraries: ``given`` (--trt-plugin-lib), else APEXX_TRT_PLUGIN_LIB split on os.pathsep."""
+    """The plugin libraries: ``given`` (--trt-plugin-lib), else APEXX_TRT_PLUGIN_LIB split on os.pathsep.
+
+    Each is resolved with ``resolve_plugin_library``.
+    """
     entries = list(given) if given else (environ if environ is not None else os.environ).get(
         PLUGIN_LIB_ENV, "").split(os.pathsep)
-    return [os.path.expanduser(p.strip()) for p in entries if p.strip()]
+    return [resolve_plugin_library(p) for p in entries if p.strip()]
 
 
 _ELF_KINDS = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core dump"}
 
 
 def shared_library_problem(path: str) -> str:
-    """Empty when ``path`` looks like a loadable shared library, else why not (naming the path)."""
+    """Empty when ``path`` looks like a loadable shared library, else why not (naming the path).
+
+    A bare name is the dynamic loader's to find: only loading it can tell.
+    """
+    if is_bare_library_name(path):
+        return ""
     file = Path(path)
     if not file.exists():
         return f"plugin library not found: {path}"
@@ -394,7 +421,7 @@ def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
     # path until ``import tensorrt`` has loaded it; without TensorRT the checks below still run
     try_import("tensorrt", TENSORRT_HINT)
     for path in paths:
-        key = os.path.realpath(path)
+        key = _library_key(path)
         if key in _LOADED_LIBRARIES:
             continue
         problem = shared_library_problem(path)
@@ -404,7 +431,12 @@ def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
             _LOADED_LIBRARIES[key] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as exc:
             raise PluginLibraryError(f"plugin library {path} failed to load: {one_line(str(exc))}") from None
-    return [os.path.realpath(p) for p in paths]
+    return [_library_key(p) for p in paths]
+
+
+def _library_key(path: str) -> str:
+    # a bare name is the loader's search, not a file in the current folder
+    return path if is_bare_library_name(path) else os.path.realpath(path)
 
 
 def find_plugin_creator(name: str, version: str, namespace: str) -> Any | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.io import file_sha256
+from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
 
@@ -86,8 +86,11 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
         # A cell's samples are stored once, on its first metric; its other metrics read them there.
         first = stat == next(iter(ratios))
         metrics[name] = MetricLimit(
-            value_ms=value, max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS
-            else ratio, max_regression_abs_ms=abs_ms,
+            # below the nanosecond a baseline stores (0 for a kernel at the timer's floor): the
+            # resolution itself, so the limit stays a positive time and the ratio finite
+            value_ms=max(value, MIN_BASELINE_MS),
+            max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS else ratio,
+            max_regression_abs_ms=abs_ms,
             samples_ms=stored_samples(name, typical.samples_ms) if first else ())
     return metrics
 

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
@@ -50,10 +51,24 @@ def _reject_constant(name: str) -> float:
 MAX_JSON_BYTES = 256 * 2**20
 
 
+# The smallest time a baseline holds: files store milliseconds to the nanosecond (_round_ms),
+# so a smaller positive statistic is emitted as this (the schema's minimum of value_ms).
+MIN_BASELINE_MS = 1e-6
+# The smallest float with full precision. A subnormal number (5e-324) is below any time,
+# ratio or limit a run can produce, and a ratio divided by one overflows to inf.
+SMALLEST_NORMAL = sys.float_info.min
+_NONZERO_MANTISSA = re.compile(r"^-?0*\.?0*[1-9]")
+
+
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text[:40]} is beyond the range of a float")
+    if value == 0.0 and _NONZERO_MANTISSA.match(text):
+        raise ValueError(f"{text[:40]} is too small for a float (it would read as 0)")
+    if value != 0.0 and abs(value) < SMALLEST_NORMAL:
+        raise ValueError(f"{text[:40]} is subnormal (below {SMALLEST_NORMAL:.4g}): no time, ratio or "
+                         f"limit is that small")
     return value
 
 
@@ -125,6 +140,8 @@ def _describe(error: Any) -> tuple[str, str]:
         return _dotted(path), f"must be > {expected}, got {value}"
     if kind == "minimum":
         return _dotted(path), f"must be >= {expected}, got {value}"
+    if kind == "maximum":
+        return _dotted(path), f"must be <= {expected:g}, got {value}"
     if kind == "const":
         return _dotted(path), f"must be {expected!r}, got {_short(value)}"
     if kind == "enum":

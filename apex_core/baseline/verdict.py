@@ -86,12 +86,19 @@ def judge(baseline: Sequence[float], current: Sequence[float], q: float = 50.0, 
     if not current:
         return Verdict.inconclusive("the current report holds no samples for this metric")
     base_value = percentile(sorted(baseline), q)
+    # a baseline at 0 ms (GPU samples net of the timer's floor) or nearly so has no finite ratio
     ratio = percentile(sorted(current), q) / base_value if base_value > 0 else math.inf
+    if not math.isfinite(ratio):
+        return Verdict.inconclusive(f"the baseline's statistic ({base_value:.4g} ms) is too close to 0 "
+                                    "for a ratio")
     if min(len(baseline), len(current)) < MIN_SAMPLES:
         return Verdict.inconclusive(
             f"too few samples ({len(baseline)} baseline, {len(current)} current; need {MIN_SAMPLES})",
             ratio)
     low, high = ratio_interval(baseline, current, q, resamples=resamples, seed=seed)
+    if not math.isfinite(high):
+        return Verdict.inconclusive("the baseline's resampled statistic reaches 0 ms: no interval for the "
+                                    "ratio", ratio)
     if low > 1.0 + margin:
         label = "slower"
     elif high < 1.0 - margin:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from typing import NoReturn
 
@@ -99,6 +100,29 @@ def fraction(text: str) -> float:
     if value >= 1:
         raise argparse.ArgumentTypeError(f"must be below 1, got {value}")
     return value
+
+
+def plugin_library(text: str) -> str:
+    """--trt-plugin-lib: an absolute path, or a bare name for the dynamic loader's search.
+
+    Resolved here, against the folder apex-bench was started in, so a worker that runs
+    elsewhere loads the same file; a path (with a slash) must exist.
+    """
+    # the loading rules belong to the TensorRT adapters; imported only when the flag is given
+    from adapters.tensorrt_common import is_bare_library_name, resolve_plugin_library
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a shared library path or name, got ''")
+    resolved = resolve_plugin_library(text)
+    if is_bare_library_name(resolved):
+        return resolved
+    if not os.path.exists(resolved):
+        raise argparse.ArgumentTypeError(
+            f"no such file: {text!r} (a path must name an existing file; a bare name such as "
+            "libapexx_plugins.so is searched by the dynamic loader)")
+    if not os.path.isfile(resolved):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file")
+    return resolved
 
 
 def _comma_list(text: str) -> list[str]:
@@ -197,8 +221,10 @@ def build_run_parser() -> OneLineParser:
                      help="build each tensorrt-engine cell's engine from the workload's ONNX export "
                      "(precision from --dtype)")
     trt.add_argument("--trt-plugin-lib", action="append", default=[], metavar="PATH",
-                     help="shared library registering the apexx TensorRT plugins (repeatable; "
-                     "default: the os.pathsep-separated list in APEXX_TRT_PLUGIN_LIB)")
+                     type=plugin_library,
+                     help="shared library registering the apexx TensorRT plugins: a file (relative "
+                     "to the current folder) or a bare name the dynamic loader searches for "
+                     "(repeatable; default: the os.pathsep-separated list in APEXX_TRT_PLUGIN_LIB)")
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")

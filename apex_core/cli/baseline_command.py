@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_RATIOS, emit_baseline
-from apex_core.baseline.io import load_report, write_baseline
+from apex_core.baseline.io import SMALLEST_NORMAL, load_report, write_baseline
 from apex_core.cli.args import OneLineParser
 from apex_core.report.writer import check_writable
 
@@ -23,6 +23,9 @@ def _non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
     if not value >= 0 or not math.isfinite(value):  # also refuses nan and inf
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    if 0 < value < SMALLEST_NORMAL:  # compare would refuse the baseline it is written into
+        raise argparse.ArgumentTypeError(f"is subnormal (below {SMALLEST_NORMAL:.4g}): give 0 or a "
+                                         f"normal number, got {text!r}")
     if value > MAX_LIMIT:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT:g} (the baseline schema's bound), "
                                          f"got {text!r}")

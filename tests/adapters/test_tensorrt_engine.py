@@ -220,7 +220,7 @@ def test_built_engine_runs_and_checks_out_where_tensorrt_runs():
 @pytest.mark.slow
 def test_cli_trt_on_this_machine_skips_every_cell_with_the_reason(tmp_path):
     result = run_cli(["--backends", "trt", "--device", "cpu", "--profile", "smoke", "--quiet",
-                      "--trt-plugin-lib", "/nowhere/libapexx.so",
+                      "--trt-plugin-lib", "libapexx_nowhere.so",  # a bare name: the loader's search
                       "--output-json", "r.json", "--output-md", "r.md"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr + result.stdout
     record = json.loads((tmp_path / "r.json").read_text())
@@ -229,4 +229,4 @@ def test_cli_trt_on_this_machine_skips_every_cell_with_the_reason(tmp_path):
     assert {c["backend"] for c in cells} == {"tensorrt-plugin", "tensorrt-engine"}
     assert all(c["status"] == "skipped" and c["skip_kind"] == "unavailable" for c in cells)
     assert {c["reason"] for c in cells} == {tensorrt_reason("cpu")}
-    assert record["config"]["backend_options"] == {"tensorrt-plugin": {"plugin_libs": ["/nowhere/libapexx.so"]}}
+    assert record["config"]["backend_options"] == {"tensorrt-plugin": {"plugin_libs": ["libapexx_nowhere.so"]}}

@@ -158,5 +158,100 @@ def test_weekly_trend_writes_and_uploads_the_trend_artifact():
 
 def test_the_scripts_the_workflows_call_exist():
     for name in ("ci.yml", "perf_gpu.yml", "perf_trend_weekly.yml"):
-        for ref in re.findall(r"bash (\S+)", (WORKFLOWS / name).read_text()):
+        for ref in re.findall(r"bash ([^-\s]\S*)", (WORKFLOWS / name).read_text()):
             assert Path(ROOT / ref).is_file(), f"{name} calls {ref}, which is not in the repository"
+
+
+def gpu_steps():
+    return steps(load("perf_gpu.yml")["jobs"]["gpu-perf"])
+
+
+def test_only_the_gpu_job_runs_on_a_self_hosted_runner(workflow):
+    # the GitHub-hosted jobs may install into the runner's Python: their machine is thrown away
+    name, wf = workflow
+    for job_name, job in wf["jobs"].items():
+        if (name, job_name) != ("perf_gpu.yml", "gpu-perf"):
+            assert str(job["runs-on"]).startswith("ubuntu-"), (name, job_name)
+
+
+def test_gpu_job_installs_only_into_a_per_job_virtual_environment():
+    gpu = load("perf_gpu.yml")["jobs"]["gpu-perf"]
+    script = scripts(gpu)
+    assert 'job_dir="$RUNNER_TEMP/' in script  # the job's temp folder, not the workspace
+    assert 'python3 -m venv --system-site-packages "$job_dir/venv"' in script
+    installs = [line.strip() for line in script.splitlines() if "pip install" in line]
+    assert installs == ['"$job_dir/venv/bin/python" -m pip install -e .']
+    assert not re.search(r"\bsudo\b|--user\b|python3 -m pip", script)
+    assert 'echo "$job_dir/venv/bin" >> "$GITHUB_PATH"' in script
+    assert gpu["env"]["PYTHONNOUSERSITE"] == "1"  # nor ~/.local's site-packages
+    # caches a branch could poison for a later job live in the job folder too
+    for cache in ("PIP_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        assert f'echo "{cache}=$job_dir/' in script, cache
+    last = gpu_steps()[-1]
+    assert last.get("if") == "always()"
+    assert 'rm -rf -- "$JOB_DIR"' in last["run"]
+
+
+def test_gpu_job_waits_for_reviewers_unless_it_is_the_nightly_schedule():
+    gpu = load("perf_gpu.yml")["jobs"]["gpu-perf"]
+    name = " ".join(gpu["environment"]["name"].split())
+    match = re.fullmatch(r"\$\{\{ github\.event_name == 'schedule' && '([\w-]+)' \|\| '([\w-]+)' \}\}",
+                         name)
+    assert match, name
+    assert match.groups() == ("gpu-nightly", "gpu-review")  # dispatch and pull requests: reviewed
+    # reviewers are a repository setting, not YAML: the docs must say which environment
+    docs = " ".join((ROOT / "docs" / "ci.md").read_text().split())
+    assert "`gpu-review`" in docs and "required reviewers" in docs
+
+
+def test_gpu_job_runs_in_tagged_sessions_and_stops_them_afterwards():
+    job_steps = gpu_steps()
+    assert job_steps[1]["run"].strip() == "bash scripts/gpu_job_cleanup.sh"  # an earlier job's orphans
+    (bench,) = [i for i, s in enumerate(job_steps) if "--profile fixed" in s.get("run", "")]
+    commands = [line.strip() for line in job_steps[bench]["run"].splitlines()
+                if re.match(r'\s*(in_job_session )?("\$\{suite\[@\]\}"|apex-bench )', line)]
+    assert len(commands) == 3 and all(c.startswith("in_job_session ") for c in commands), commands
+    stop = job_steps[bench + 1]
+    assert stop.get("if") == "always()"
+    assert stop["run"].strip() == 'bash scripts/gpu_job_cleanup.sh "${JOB_DIR:-}/sessions"'
+    (upload,) = [i for i, s in enumerate(job_steps) if "upload-artifact" in str(s.get("uses"))]
+    assert bench < upload < len(job_steps) - 1
+    assert 'bash scripts/gpu_job_cleanup.sh "${JOB_DIR:-}/sessions"' in job_steps[-1]["run"]
+
+
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?P<comment>.*)$")
+PINNED = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
+
+
+def uses_lines(text):
+    return [m for m in map(USES.match, text.splitlines()) if m]
+
+
+def test_every_action_is_pinned_by_a_commit_sha_with_its_tag_in_a_comment(workflow):
+    # a tag can be moved to other code; a commit cannot (local ./ actions come with the checkout)
+    name, wf = workflow
+    found = uses_lines((WORKFLOWS / name).read_text())
+    parsed = [s["uses"] for job in wf["jobs"].values() for s in steps(job) if "uses" in s]
+    assert [m["ref"] for m in found] == parsed, name  # the line scan saw every uses:
+    for m in found:
+        if m["ref"].startswith("./"):
+            continue
+        assert PINNED.fullmatch(m["ref"]), f"{name}: {m['ref']} is not pinned by a full commit SHA"
+        assert re.fullmatch(r"\s+# v\d+(\.\d+)*\s*", m["comment"]), f"{name}: {m['ref']} names no tag"
+
+
+def test_one_action_is_pinned_to_one_commit_everywhere():
+    pins = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for m in uses_lines(path.read_text()):
+            action, _, sha = m["ref"].partition("@")
+            pins.setdefault(action, set()).add((sha, m["comment"].strip()))
+    assert {action: len(p) for action, p in pins.items() if len(p) > 1} == {}
+
+
+@pytest.mark.parametrize("line", ["- uses: actions/checkout@v4",
+                                  "  uses: actions/checkout@11bd719 # v4.2.2",
+                                  "- uses: actions/checkout@main # v4"])
+def test_the_pin_check_refuses_a_tag_a_short_sha_or_a_branch(line):
+    (m,) = uses_lines(line)
+    assert not PINNED.fullmatch(m["ref"])

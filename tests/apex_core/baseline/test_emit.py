@@ -2,6 +2,7 @@
 
 import hashlib
 
+import attrs
 import pytest
 
 from apex_core.baseline.emit import (
@@ -12,7 +13,7 @@ from apex_core.baseline.emit import (
     ratio_table,
 )
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.io import load_report
+from apex_core.baseline.io import MIN_BASELINE_MS, load_baseline, load_report, write_baseline
 from tests.apex_core.baseline.conftest import cell, report, samples, write
 
 TILEPACK = "tilepack/default/torch-reference/fp32/"
@@ -107,3 +108,16 @@ def test_no_ok_cell_is_an_error(tmp_path):
     path = write(tmp_path / "r.json", report([cell(status="error", reason="boom")]))
     with pytest.raises(InputFileError, match="field benchmarks: holds no ok cell"):
         emit_baseline(load_report(path))
+
+
+def test_a_statistic_below_a_nanosecond_is_stored_as_one(tmp_path):
+    # a kernel at the timer's floor measures 0 ms net; a baseline value must stay a positive time
+    at_floor = cell("tilepack", values=[0.0] * 40 + [1e-300] * 10)
+    baseline = emit_baseline(load_report(write(tmp_path / "report.json", report([at_floor], device="cuda",
+                                                                                    gpu="H100"))))
+    assert {m.value_ms for m in baseline.metrics.values()} == {MIN_BASELINE_MS}
+    written = tmp_path / "baseline.json"
+    write_baseline(written, baseline)
+    assert load_baseline(written).metrics == {
+        name: attrs.evolve(m, samples_ms=tuple(0.0 for _ in m.samples_ms))  # stored to the nanosecond
+        for name, m in baseline.metrics.items()}

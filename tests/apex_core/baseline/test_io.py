@@ -43,7 +43,11 @@ BAD_BASELINES = [
      "is negative"),
     (("metrics", METRIC, "max_regression_ratio"), True, f"metrics.{METRIC}.max_regression_ratio",
      "expected number, got boolean"),
-    (("metrics", METRIC, "value_ms"), 0, f"metrics.{METRIC}.value_ms", "must be > 0"),
+    (("metrics", METRIC, "value_ms"), 0, f"metrics.{METRIC}.value_ms", "must be >= 1e-06, got 0"),
+    # below the nanosecond a baseline stores, a ratio over the value could overflow to inf
+    (("metrics", METRIC, "value_ms"), 1e-300, f"metrics.{METRIC}.value_ms", "must be >= 1e-06, got 1e-300"),
+    (("metrics", METRIC, "samples_ms"), [0.1, 2e9], f"metrics.{METRIC}.samples_ms[1]",
+     "must be <= 1e+09, got 2000000000.0"),
     (("metrics", METRIC, "ratio"), 0.1, f"metrics.{METRIC}", "unknown field(s) ratio"),
     (("metrics",), {}, "metrics", "is empty"),
     (("metrics", "tilepack/p50"), {"value_ms": 1, "max_regression_ratio": 0, "max_regression_abs_ms": 0},
@@ -70,6 +74,10 @@ def test_bad_baseline_field(tmp_path, good_baseline, path, value, field, problem
     ('{"suite": ', "malformed JSON at line 1 column 11"),
     ("", "malformed JSON at line 1 column 1"),
     ('{"value": NaN}', "NaN is not a number JSON allows"),
+    # a denormal number is no time, ratio or limit: dividing by one gives inf
+    ('{"value": 5e-324}', "5e-324 is subnormal"),
+    ('{"value": [0.1, -2.5e-310]}', "-2.5e-310 is subnormal"),
+    ('{"value": 1e-400}', "1e-400 is too small for a float"),
     ("[1, 2]", "expected object, got array"),
 ])
 def test_malformed_files(tmp_path, text, problem):
@@ -94,6 +102,9 @@ BAD_REPORTS = [
     (("benchmarks", 0, "samples_ms"), [], "benchmarks[0].samples_ms", "should be non-empty"),
     (("benchmarks", 1, "status"), "great", "benchmarks[1].status", "must be one of"),
     (("config", "profile"), _DELETE, "config.profile", "missing"),
+    # a week is 6e8 ms: beyond 1e9 a time over a baseline's nanosecond could overflow to inf
+    (("benchmarks", 0, "stats", "p50_ms"), 1e300, "benchmarks[0].stats.p50_ms", "must be <= 1e+09, got 1e+300"),
+    (("benchmarks", 0, "samples_ms"), [0.2, 1e300], "benchmarks[0].samples_ms[1]", "must be <= 1e+09"),
 ]
 
 
@@ -129,3 +140,28 @@ def test_dumps_leaves_string_lists_alone():
 def test_cell_without_status_ok_needs_no_samples(tmp_path):
     record = report([cell(status="crashed", reason="SIGSEGV")])
     assert load_report(write(tmp_path / "r.json", record)).cells[0].status == "crashed"
+
+
+def test_a_denormal_anywhere_in_a_report_names_the_file(tmp_path, two_cells):
+    record = report(two_cells)
+    record["benchmarks"][0]["samples_ms"][7] = 5e-324
+    target = write(tmp_path / "report.json", json.dumps(record))
+    assert "5e-324" in target.read_text()
+    with pytest.raises(InputFileError) as info:
+        load_report(target)
+    assert str(info.value) == (f"{target}: malformed JSON: 5e-324 is subnormal (below 2.225e-308): "
+                               "no time, ratio or limit is that small")
+
+
+def test_zero_and_the_smallest_normal_float_are_still_numbers(tmp_path, two_cells):
+    record = report(two_cells)
+    record["benchmarks"][0]["samples_ms"][:2] = [0.0, 2.2250738585072014e-308]  # GPU samples net of the floor
+    loaded = load_report(write(tmp_path / "report.json", json.dumps(record)))
+    assert loaded.cells[0].samples_ms[:2] == (0.0, 2.2250738585072014e-308)
+
+
+def test_the_schema_minimum_of_value_ms_is_the_resolution_baselines_are_written_at():
+    from apex_core.baseline.io import MIN_BASELINE_MS, _round_ms, baseline_schema
+
+    assert baseline_schema()["$defs"]["metric"]["properties"]["value_ms"]["minimum"] == MIN_BASELINE_MS
+    assert _round_ms(MIN_BASELINE_MS) == MIN_BASELINE_MS and _round_ms(MIN_BASELINE_MS / 2.1) == 0

@@ -78,3 +78,21 @@ def test_interval_of_identical_samples_is_one():
     values = samples(1.0, n=100)
     low, high = ratio_interval(values, values, 50, resamples=500)
     assert low < 1.0 < high and high - low < 0.02
+
+
+@pytest.mark.parametrize("baseline", [[0.0] * 50, [2.2250738585072014e-308] * 50],
+                         ids=["zeros", "smallest-normal"])
+def test_a_baseline_at_or_near_0_ms_is_inconclusive_not_infinite(baseline):
+    # GPU samples net of the timer's floor may be 0; a ratio over them has no finite value
+    verdict = judge(baseline, samples(1e3, seed=3))
+    assert verdict.label == "inconclusive"
+    assert verdict.ratio is None and verdict.ci_low is None and verdict.ci_high is None
+    assert "too close to 0" in verdict.reason
+
+
+def test_a_baseline_whose_resampled_median_can_be_0_has_no_interval():
+    baseline = [0.0] * 24 + [0.2] * 26  # the median is 0.2, but a resample's median may be 0
+    verdict = judge(baseline, samples(0.2, seed=4))
+    assert verdict.label == "inconclusive" and "no interval" in verdict.reason
+    assert verdict.ratio == pytest.approx(1.0, rel=0.03)
+    assert verdict.ci_low is None and verdict.ci_high is None

@@ -123,6 +123,19 @@ BAD_INPUTS = [
      "max_regression_ratio"),
     ("report", '{"n": ' + "9" * 400 + "}", None, "an integer of 400 digits is out of range"),
     ("report", "[" * 100_000 + "]" * 100_000, None, "nested too deeply"),
+    # denormal times, ratios and limits: no inf arithmetic, a line naming the file
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/p50_ms", "value_ms"), 5e-324,
+     "5e-324 is subnormal"),
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/min_ms", "samples_ms"), [5e-324] * 50,
+     "5e-324 is subnormal"),
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/p50_ms", "max_regression_ratio"), 5e-324,
+     "5e-324 is subnormal"),
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/p50_ms", "max_regression_abs_ms"), 1e-310,
+     "1e-310 is subnormal"),
+    ("baseline", ("metrics", "tilepack/default/torch-reference/fp32/p50_ms", "value_ms"), 1e-300,
+     "value_ms: must be >= 1e-06, got 1e-300"),
+    ("report", ("benchmarks", 0, "samples_ms", 0), 5e-324, "5e-324 is subnormal"),
+    ("report", ("benchmarks", 0, "stats", "p50_ms"), 5e-324, "5e-324 is subnormal"),
 ]
 
 
@@ -271,7 +284,8 @@ def test_a_baseline_that_is_not_a_regular_file_is_refused_without_reading_it(tmp
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--ratio", "inf"), ("--abs-ms", "1e309"), ("--ratio", "1e308"),
-                                             ("--abs-ms", "nan")])
+                                             ("--abs-ms", "nan"), ("--ratio", "5e-324"),
+                                             ("--abs-ms", "1e-310")])
 def test_emit_refuses_limits_that_let_anything_pass(tmp_path, synthetic, capsys, flag, value):
     source, _ = synthetic
     capsys.readouterr()
@@ -280,3 +294,20 @@ def test_emit_refuses_limits_that_let_anything_pass(tmp_path, synthetic, capsys,
     assert stop.value.code == 2
     _one_line_error(capsys, flag)
     assert not (tmp_path / "b.json").exists()
+
+
+def test_a_gpu_report_at_the_timers_floor_emits_and_compares_without_inf(tmp_path, capsys):
+    # samples net of the timer's floor may be 0 ms: the baseline stores 1 ns, the verdict has no ratio
+    at_floor = [cell("tilepack", values=[0.0] * 50), cell("ff-infer", values=samples(4.0, seed=3))]
+    source = write(tmp_path / "report.json", report(at_floor, device="cuda", gpu="H100"))
+    assert _emit(source, tmp_path / "baseline.json") == 0
+    metrics = json.loads((tmp_path / "baseline.json").read_text())["metrics"]
+    assert metrics["tilepack/default/torch-reference/fp32/p50_ms"]["value_ms"] == 1e-6
+    capsys.readouterr()
+    assert _compare(tmp_path, tmp_path / "baseline.json", source) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())  # strict JSON: no inf, no nan
+    (check,) = [c for c in summary["checks"] if c["metric"] == "tilepack/default/torch-reference/fp32/p50_ms"]
+    assert (check["status"], check["current_ms"], check["regression_ratio"]) == ("pass", 0.0, -1.0)
+    assert check["verdict"] == "inconclusive" and check["verdict_ratio"] is None
+    assert "too close to 0" in check["reason"]
+    assert "Traceback" not in capsys.readouterr().err
