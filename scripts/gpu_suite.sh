@@ -19,8 +19,10 @@
 #   bash scripts/gpu_suite.sh triton-repeat OUT  two more default runs, ff-infer under --graph, three backends
 #   bash scripts/gpu_suite.sh spread OUT  graph floor by launch kind, then four fresh default runs and --graph
 #   bash scripts/gpu_suite.sh gate OUT  spin kernels of ~10 and ~100 us: 3 baseline runs, then 20 A/A and 20 slowed by 10 %
+#   bash scripts/gpu_suite.sh gate-more OUT  A/A runs 18-20 and slowed runs 17-20 (gate cut off at the 10-minute limit)
+#   bash scripts/gpu_suite.sh baseline OUT  three fresh triton runs at the fixed profile, for the GPU baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -87,6 +89,16 @@ case $part in
       step "aa-$i" 60 "${spin[@]}"
       APEX_TEST_SPIN_SLOWDOWN=1.10 step "slow-$i" 60 "${spin[@]}"
     done ;;
+  gate-more)
+    python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+    spin=(--workloads test-spin-pair --backends test-working --no-energy)
+    for i in 17 18 19 20; do
+      [ "$i" -ge 18 ] && step "aa-$i" 60 "${spin[@]}"
+      APEX_TEST_SPIN_SLOWDOWN=1.10 step "slow-$i" 60 "${spin[@]}"
+    done ;;
+  baseline)
+    # the GPU baseline of perf_gpu.yml: three fresh processes (baselines/README in docs/baselines.md)
+    for i in 1 2 3; do step "fixed-triton-$i" 200 --backends triton; done ;;
   spread)
     # does the graph floor depend on the kind of launch; then process-to-process spread and picks
     timeout 150 python3 scripts/dev/graph_floor.py | tee "$work/graph-floor.md"
