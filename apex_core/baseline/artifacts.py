@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from apex_core.baseline.io import gate_rule_record
 from apex_core.baseline.model import Check, CompareSummary
 from apex_core.baseline.verdict import CONFIDENCE, SAME_MARGIN
 
 TREND_SCHEMA_VERSION = 1
-RULE = "fail when current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms"
+RULE = ("fail when the metric's gate_rule finds it slower with confidence by more than min_effect (the "
+        "bootstrap interval of current/baseline lies above 1 + min_effect), or when current_ms > value_ms * "
+        "(1 + max_regression_ratio) + max_regression_abs_ms (the hard cap)")
 
 
 def check_record(check: Check) -> dict[str, Any]:
@@ -25,6 +28,8 @@ def check_record(check: Check) -> dict[str, Any]:
         "ci_low": check.verdict.ci_low,
         "ci_high": check.verdict.ci_high,
         "reason": check.reason or check.verdict.reason,
+        "rule": None if check.rule is None else gate_rule_record(check.rule),
+        "failed_by": check.failed_by or None,
     }
 
 
@@ -81,6 +86,14 @@ def change_text(check: Check) -> str:
     return "-" if check.regression_ratio is None else f"{check.regression_ratio:+.1%}"
 
 
+def rule_text(check: Check) -> str:
+    """``> +5.0 % @95 %; cap 0.0132``: the metric's two rules in a few characters."""
+    cap = f"cap {_ms(check.allowed_max_ms)}"
+    if check.rule is None:
+        return cap
+    return f"> +{check.rule.min_effect:.1%} @{check.rule.confidence:.0%}; {cap}"
+
+
 def verdict_text(check: Check) -> str:
     """``slower 1.31 [1.29, 1.33]``; the reason instead of numbers when there are none."""
     verdict = check.verdict
@@ -98,8 +111,8 @@ def render_markdown(summary: CompareSummary) -> str:
         "",
         f"Baseline `{summary.baseline_path}`, current {_paths(summary.current_paths)} "
         f"({summary.timestamp_utc}).",
-        f"Rule: {RULE}. Verdict: ratio current/baseline with a {CONFIDENCE:.0%} bootstrap interval; "
-        f"`same` when the interval lies within 1 ± {SAME_MARGIN:.0%}. The verdict does not gate.",
+        f"Rule: {RULE}. Verdict: ratio current/baseline with its bootstrap interval (at the rule's "
+        f"confidence, else {CONFIDENCE:.0%}); `same` when the interval lies within 1 ± {SAME_MARGIN:.0%}.",
         "",
     ]
     if summary.forced:
@@ -107,16 +120,17 @@ def render_markdown(summary: CompareSummary) -> str:
     lines += [f"- environment differs: {d}" for d in summary.environment_differences]
     if summary.environment_differences:
         lines.append("")
-    lines += ["| metric | status | baseline ms | allowed max ms | current ms | change | verdict |",
-              "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    lines += ["| metric | status | baseline ms | rule (min effect; cap ms) | current ms | change | verdict |",
+              "| --- | --- | ---: | --- | ---: | ---: | --- |"]
     for c in summary.checks:
-        status = c.status if c.status == "pass" else f"**{c.status}**"
-        lines.append(f"| `{c.metric}` | {status} | {_ms(c.baseline_ms)} | {_ms(c.allowed_max_ms)} | "
+        status = c.status if c.status == "pass" else f"**{c.status}** ({c.failed_by})" if c.failed_by \
+            else f"**{c.status}**"
+        lines.append(f"| `{c.metric}` | {status} | {_ms(c.baseline_ms)} | {rule_text(c)} | "
                      f"{_ms(c.current_ms)} | {change_text(c)} | {verdict_text(c).replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
 def render_rows(summary: CompareSummary) -> list[tuple[str, ...]]:
     """Rows of the terminal table (same columns as the Markdown one)."""
-    return [(c.metric, c.status, _ms(c.baseline_ms), _ms(c.allowed_max_ms), _ms(c.current_ms),
-             change_text(c), verdict_text(c)) for c in summary.checks]
+    return [(c.metric, c.status if not c.failed_by else f"{c.status} ({c.failed_by})", _ms(c.baseline_ms),
+             rule_text(c), _ms(c.current_ms), change_text(c), verdict_text(c)) for c in summary.checks]

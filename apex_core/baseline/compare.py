@@ -1,8 +1,16 @@
-"""The gate: the fixed rule per baseline metric, the environment check, and the verdict beside it.
+"""The gate: two rules per baseline metric, the environment check, and the verdict beside them.
 
-A metric fails when ``current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms``.
+A metric fails when
+
+- its statistical rule says so (``GateRule``): the bootstrap interval of
+  ``current / baseline`` lies wholly above ``1 + min_effect``, i.e. slower with confidence
+  and by more than the smallest change that matters; or
+- it exceeds the hard cap ``value_ms * (1 + max_regression_ratio) + max_regression_abs_ms``
+  (a backstop that needs no samples).
+
 A metric the report lacks is ``missing`` (a failure unless missing metrics are allowed); a
-cell that is not ``ok`` fails its metrics. The verdict never changes the gate's outcome.
+cell that is not ``ok`` fails its metrics. Without a rule (baselines of schema version 1,
+or metrics emitted without one) only the cap gates, and the verdict is shown beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,10 @@ from apex_core.baseline.errors import EnvironmentMismatchError
 from apex_core.baseline.io import check_suite
 from apex_core.baseline.model import (
     FAIL,
+    FAILED_BY_CAP,
+    FAILED_BY_CELL,
+    FAILED_BY_MISSING,
+    FAILED_BY_RULE,
     MISSING,
     PASS,
     QUANTILE_STATS,
@@ -27,7 +39,7 @@ from apex_core.baseline.model import (
     Verdict,
     metric_stat,
 )
-from apex_core.baseline.verdict import judge, metric_seed
+from apex_core.baseline.verdict import CONFIDENCE, judge, metric_seed
 
 # Fields that change what a number measures: a difference refuses the comparison.
 REFUSED_FIELDS = ("device", "profile", "dtypes", "cache", "graph", "timing_methods")
@@ -86,24 +98,34 @@ def check_environment(baseline: Baseline, baseline_path: Path | str, current_key
 
 def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
                  baseline_samples: tuple[float, ...] = ()) -> Check:
-    """Apply the fixed rule to one metric and put the statistical verdict beside it."""
+    """Apply the metric's statistical rule and hard cap; the verdict (and its interval) comes along."""
     current: float | None = None
+    failed_by = ""
+    rule = limit.rule
     if cell is None:
         status, reason, verdict = MISSING, "no cell for this metric in the report", \
             Verdict.inconclusive("not in the report")
+        failed_by = FAILED_BY_MISSING
     elif cell.status != "ok":
         status, reason, verdict = FAIL, f"cell {cell.status}: {cell.reason}".strip(), \
             Verdict.inconclusive(f"the cell is {cell.status}")
+        failed_by = FAILED_BY_CELL
     else:
         current = cell.stats_ms[metric_stat(name)]
-        status = PASS if current <= limit.allowed_max_ms else FAIL
-        reason = "" if status == PASS else f"{current:.4g} ms exceeds the allowed {limit.allowed_max_ms:.4g} ms"
         verdict = judge(baseline_samples, cell.samples_ms, QUANTILE_STATS[metric_stat(name)],
-                        seed=metric_seed(name))
+                        seed=metric_seed(name), confidence=rule.confidence if rule else CONFIDENCE)
+        status, reason = PASS, ""
+        if current > limit.allowed_max_ms:
+            status, failed_by = FAIL, FAILED_BY_CAP
+            reason = f"{current:.4g} ms exceeds the allowed {limit.allowed_max_ms:.4g} ms (the hard cap)"
+        elif rule is not None and verdict.ci_low is not None and verdict.ci_low > rule.threshold:
+            status, failed_by = FAIL, FAILED_BY_RULE
+            reason = (f"slower with confidence: the {rule.confidence:.0%} interval of the ratio "
+                      f"[{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] lies above 1 + {rule.min_effect:.1%}")
     return Check(metric=name, status=status, baseline_ms=limit.value_ms,
                  allowed_max_ms=limit.allowed_max_ms, current_ms=current,
                  regression_ratio=None if current is None else current / limit.value_ms - 1.0,
-                 verdict=verdict, reason=reason)
+                 verdict=verdict, reason=reason, rule=rule, failed_by=failed_by)
 
 
 def _better(candidate: ReportCell, held: ReportCell, stat: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
-from apex_core.baseline.model import Baseline, LoadedReport, MetricLimit, ReportCell
+from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
 
 # device -> statistic -> (max_regression_ratio, the same for end-to-end workloads).
@@ -33,6 +33,16 @@ DEFAULT_RATIOS: Mapping[str, Mapping[str, tuple[float, float]]] = {
     "cpu": {"min_ms": (0.75, 0.75), "p50_ms": (2.00, 3.00)},
 }
 DEFAULT_ABS_MS: Mapping[str, float] = {"cuda": 0.005, "cpu": 0.002}
+# device -> statistic -> min_effect of the statistical rule (GateRule); statistics not named
+# have the cap only. On the GPU fresh processes of one build agree within 4.2 % on every
+# cell's median (docs/timing.md), so a change is worth a red build above 5 %; the p95 moves
+# with a run's few slow samples and keeps the cap. On the shared CPU VM the spread between
+# runs is what the ratios above allow, so the rule asks for the same there.
+DEFAULT_MIN_EFFECT: Mapping[str, Mapping[str, float]] = {
+    "cuda": {"p50_ms": 0.05},
+    "cpu": {"min_ms": 0.75, "p50_ms": 2.00},
+}
+RULE_CONFIDENCE = 0.95
 END_TO_END_WORKLOADS = frozenset({"ff-infer"})
 MAX_STORED_SAMPLES = 1000  # enough for the verdict's interval, small enough to commit
 
@@ -42,6 +52,31 @@ def ratio_table(device: str, ratio: float | None = None) -> dict[str, tuple[floa
     table = DEFAULT_RATIOS.get(device, DEFAULT_RATIOS["cuda"])
     scale = 1.0 if ratio is None else ratio / next(iter(table.values()))[0]
     return {stat: (round(r * scale, 4), round(e2e * scale, 4)) for stat, (r, e2e) in table.items()}
+
+
+def min_effect_table(device: str, min_effect: float | None = None) -> dict[str, float]:
+    """The device's min_effect per statistic; ``min_effect`` sets the first and scales the rest alike."""
+    table = DEFAULT_MIN_EFFECT.get(device, DEFAULT_MIN_EFFECT["cuda"])
+    scale = 1.0 if min_effect is None else min_effect / next(iter(table.values()))
+    return {stat: round(value * scale, 6) for stat, value in table.items()}
+
+
+def run_spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median of one metric over several runs; None from fewer than two."""
+    if len(values) < 2:
+        return None
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle > 0 else None
+
+
+def gate_rule(stat: str, values: Sequence[float], min_effects: Mapping[str, float]) -> GateRule | None:
+    """The statistic's rule, its min_effect never below the spread the baseline's own runs showed."""
+    if stat not in min_effects:
+        return None
+    spread = run_spread(values)
+    spread = None if spread is None else round(spread, 6)  # as the file stores it
+    return GateRule(min_effect=max(min_effects[stat], spread or 0.0), confidence=RULE_CONFIDENCE,
+                    run_spread=spread)
 
 
 def stored_samples(metric: str, samples: Sequence[float], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
@@ -72,7 +107,7 @@ def _median_cell(stat: str, cells: list[ReportCell]) -> tuple[float, ReportCell]
 
 
 def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
-             abs_ms: float) -> dict[str, MetricLimit]:
+             abs_ms: float, min_effects: Mapping[str, float]) -> dict[str, MetricLimit]:
     runs: dict[tuple[str, str], list[ReportCell]] = {}
     for report in reports:
         for cell in report.cells:
@@ -91,17 +126,20 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
             value_ms=max(value, MIN_BASELINE_MS),
             max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS else ratio,
             max_regression_abs_ms=abs_ms,
-            samples_ms=stored_samples(name, typical.samples_ms) if first else ())
+            samples_ms=stored_samples(name, typical.samples_ms) if first else (),
+            rule=gate_rule(stat, [c.stats_ms[stat] for c in cells], min_effects))
     return metrics
 
 
 def default_notes(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
-                  abs_ms: float) -> str:
+                  abs_ms: float, min_effects: Mapping[str, float] | None = None) -> str:
     first = reports[0]
     table = ", ".join(f"{stat} {r} (end-to-end {e2e})" for stat, (r, e2e) in ratios.items())
+    rules = ", ".join(f"{stat} {value}" for stat, value in (min_effects or {}).items()) or "none"
     return (f"Emitted by 'apex-bench baseline emit' from {len(reports)} report(s), the first {first.path} "
             f"({first.timestamp_utc}, commit {first.git_commit or 'unknown'}); values are medians over the "
-            f"reports; max_regression_ratio {table}; floor {abs_ms} ms.")
+            f"reports; statistical rule min_effect {rules} (at {RULE_CONFIDENCE:.0%}, never below the "
+            f"runs' own spread); hard cap max_regression_ratio {table}; floor {abs_ms} ms.")
 
 
 def _source(reports: Sequence[LoadedReport]) -> dict[str, Any]:
@@ -112,16 +150,22 @@ def _source(reports: Sequence[LoadedReport]) -> dict[str, Any]:
 
 
 def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: float | None = None,
-                  abs_ms: float | None = None, notes: str | None = None) -> Baseline:
-    """A baseline with the device's metrics for every ok cell, valued at the median over ``reports``."""
+                  abs_ms: float | None = None, notes: str | None = None,
+                  min_effect: float | None = None) -> Baseline:
+    """A baseline with the device's metrics for every ok cell, valued at the median over ``reports``.
+
+    Each metric gets the hard cap of the device's ratio table and, for the statistics of its
+    min-effect table, the statistical rule (``GateRule``).
+    """
     reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
     _check_alike(reports)
     device = str(reports[0].environment_key.get("device"))
     ratios = ratio_table(device, ratio)
     floor = DEFAULT_ABS_MS.get(device, DEFAULT_ABS_MS["cuda"]) if abs_ms is None else abs_ms
-    metrics = _metrics(reports, ratios, floor)
+    min_effects = min_effect_table(device, min_effect)
+    metrics = _metrics(reports, ratios, floor, min_effects)
     if not metrics:
         raise InputFileError(reports[0].path, "benchmarks", "holds no ok cell to take a baseline from")
     return Baseline(suite=reports[0].suite, environment_key=dict(reports[0].environment_key),
-                    metrics=metrics, baseline_notes=default_notes(reports, ratios, floor) if notes is None
-                    else notes, source_report=_source(reports))
+                    metrics=metrics, baseline_notes=default_notes(reports, ratios, floor, min_effects)
+                    if notes is None else notes, source_report=_source(reports))

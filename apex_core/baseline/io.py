@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.model import QUANTILE_STATS, Baseline, LoadedReport, MetricLimit, ReportCell
+from apex_core.baseline.model import QUANTILE_STATS, Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.environment import environment_key
 from apex_core.report.writer import atomic_write_text
 
@@ -168,6 +168,20 @@ def validate_against(path: Path | str, record: Any, schema: Mapping[str, Any]) -
         raise InputFileError(path, field, problem)
 
 
+def _gate_rule(record: Mapping[str, Any] | None) -> GateRule | None:
+    if record is None:
+        return None
+    spread = record.get("run_spread")
+    return GateRule(min_effect=float(record["min_effect"]), confidence=float(record["confidence"]),
+                    run_spread=None if spread is None else float(spread))
+
+
+def gate_rule_record(rule: GateRule) -> dict[str, Any]:
+    """The JSON form of a metric's statistical rule."""
+    return {"min_effect": round(rule.min_effect, 6), "confidence": rule.confidence,
+            "run_spread": None if rule.run_spread is None else round(rule.run_spread, 6)}
+
+
 def load_baseline(path: Path | str) -> Baseline:
     """Read and validate a baseline file."""
     record = read_json(path)
@@ -176,7 +190,8 @@ def load_baseline(path: Path | str) -> Baseline:
         name: MetricLimit(value_ms=float(m["value_ms"]),
                           max_regression_ratio=float(m["max_regression_ratio"]),
                           max_regression_abs_ms=float(m["max_regression_abs_ms"]),
-                          samples_ms=tuple(float(s) for s in m.get("samples_ms", ())))
+                          samples_ms=tuple(float(s) for s in m.get("samples_ms", ())),
+                          rule=_gate_rule(m.get("gate_rule")))
         for name, m in record["metrics"].items()
     }
     return Baseline(suite=record["suite"], environment_key=record["environment_key"], metrics=metrics,
@@ -239,6 +254,8 @@ def baseline_record(baseline: Baseline) -> dict[str, Any]:
             "max_regression_ratio": limit.max_regression_ratio,
             "max_regression_abs_ms": limit.max_regression_abs_ms,
         }
+        if limit.rule is not None:
+            entry["gate_rule"] = gate_rule_record(limit.rule)
         if limit.samples_ms:
             entry["samples_ms"] = [_round_ms(s) for s in limit.samples_ms]
         metrics[name] = entry

@@ -7,7 +7,9 @@ from typing import Any
 
 import attrs
 
-BASELINE_SCHEMA_VERSION = 1
+# 2 added the statistical rule per metric (``gate_rule``); files of version 1 load with the cap only
+BASELINE_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # Metric name suffix -> the percentile it names (the minimum is the 0th); the statistics the gate knows.
 QUANTILE_STATS: Mapping[str, float] = {"min_ms": 0.0, "p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0,
@@ -27,17 +29,43 @@ def metric_stat(name: str) -> str:
 
 
 @attrs.frozen(kw_only=True)
+class GateRule:
+    """The statistical rule of one metric (docs/baselines.md).
+
+    The metric fails when the bootstrap interval of ``current / baseline`` (at ``confidence``,
+    two-sided) lies wholly above ``1 + min_effect``: slower with confidence, by more than the
+    smallest change worth a red build. ``run_spread`` is the relative range of the metric over
+    the runs the baseline was made from (None from one run); emit never sets ``min_effect``
+    below it, since the interval sees the noise within a run and not the drift between runs.
+    """
+
+    min_effect: float
+    confidence: float = 0.95
+    run_spread: float | None = None
+
+    @property
+    def threshold(self) -> float:
+        """The ratio the interval's lower bound must exceed for the metric to fail."""
+        return 1.0 + self.min_effect
+
+    def describe(self) -> str:
+        """``slower by > 5 % at 95 %``: the rule in a few words, for summaries."""
+        return f"slower by > {self.min_effect:.1%} at {self.confidence:.0%}"
+
+
+@attrs.frozen(kw_only=True)
 class MetricLimit:
-    """One baseline metric: its value and how much slower the current run may be."""
+    """One baseline metric: its value, its statistical rule and the hard cap on how much slower it may be."""
 
     value_ms: float
     max_regression_ratio: float
     max_regression_abs_ms: float
     samples_ms: tuple[float, ...] = ()
+    rule: GateRule | None = None
 
     @property
     def allowed_max_ms(self) -> float:
-        """The fixed rule's limit: ``value_ms * (1 + ratio) + abs_ms``."""
+        """The hard cap: ``value_ms * (1 + ratio) + abs_ms``."""
         return self.value_ms * (1.0 + self.max_regression_ratio) + self.max_regression_abs_ms
 
 
@@ -110,9 +138,13 @@ class Verdict:
         return cls(label="inconclusive", ratio=ratio, reason=reason)
 
 
+# What failed a check: the statistical rule, the hard cap, a cell that is not ok, or no cell.
+FAILED_BY_RULE, FAILED_BY_CAP, FAILED_BY_CELL, FAILED_BY_MISSING = "rule", "cap", "cell", "missing"
+
+
 @attrs.frozen(kw_only=True)
 class Check:
-    """The fixed rule applied to one baseline metric, with the verdict beside it."""
+    """The rules applied to one baseline metric: the statistical rule, the hard cap, and the verdict."""
 
     metric: str
     status: str  # pass, fail, missing
@@ -122,6 +154,8 @@ class Check:
     regression_ratio: float | None  # current / baseline - 1: 0.30 is 30 % slower
     verdict: Verdict
     reason: str = ""
+    rule: GateRule | None = None
+    failed_by: str = ""  # one of FAILED_BY_*; "" when the check passed
 
     @property
     def failed(self) -> bool:

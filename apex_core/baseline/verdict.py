@@ -79,7 +79,8 @@ def metric_seed(metric: str, seed: int = SEED) -> int:
 
 
 def judge(baseline: Sequence[float], current: Sequence[float], q: float = 50.0, *,
-          margin: float = SAME_MARGIN, resamples: int = RESAMPLES, seed: int = SEED) -> Verdict:
+          margin: float = SAME_MARGIN, resamples: int = RESAMPLES, seed: int = SEED,
+          confidence: float = CONFIDENCE) -> Verdict:
     """faster / same / slower / inconclusive for the q-th percentile of ``current`` vs ``baseline``."""
     if not baseline:
         return Verdict.inconclusive("the baseline holds no samples for this metric")
@@ -95,7 +96,7 @@ def judge(baseline: Sequence[float], current: Sequence[float], q: float = 50.0, 
         return Verdict.inconclusive(
             f"too few samples ({len(baseline)} baseline, {len(current)} current; need {MIN_SAMPLES})",
             ratio)
-    low, high = ratio_interval(baseline, current, q, resamples=resamples, seed=seed)
+    low, high = ratio_interval(baseline, current, q, resamples=resamples, confidence=confidence, seed=seed)
     if not math.isfinite(high):
         return Verdict.inconclusive("the baseline's resampled statistic reaches 0 ms: no interval for the "
                                     "ratio", ratio)

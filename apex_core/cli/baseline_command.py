@@ -1,13 +1,15 @@
-"""``apex-bench baseline emit``: write a baseline template from a JSON report."""
+"""``apex-bench baseline emit|promote``: write a baseline from reports, or replace one with agreeing runs."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
-from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_RATIOS, emit_baseline
-from apex_core.baseline.io import SMALLEST_NORMAL, load_report, write_baseline
+from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_MIN_EFFECT, DEFAULT_RATIOS, emit_baseline
+from apex_core.baseline.io import SMALLEST_NORMAL, load_baseline, load_report, write_baseline
+from apex_core.baseline.promote import MIN_RUNS, MetricChange, PromotionRefused, promote
 from apex_core.cli.args import OneLineParser
 from apex_core.report.writer import check_writable
 
@@ -39,11 +41,19 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = _non_negative_float(text)
+    if value > MAX_RATIO:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g}, got {text!r}")
+    return value
+
+
 def _defaults_text() -> str:
     parts = []
     for device, table in DEFAULT_RATIOS.items():
+        rules = ", ".join(f"{stat} {v}" for stat, v in DEFAULT_MIN_EFFECT[device].items())
         ratios = ", ".join(f"{stat} {r} (end-to-end {e2e})" for stat, (r, e2e) in table.items())
-        parts.append(f"{device}: {ratios}, abs-ms {DEFAULT_ABS_MS[device]}")
+        parts.append(f"{device}: min-effect {rules}; cap ratio {ratios}, abs-ms {DEFAULT_ABS_MS[device]}")
     return "Defaults: " + "; ".join(parts) + "."
 
 
@@ -55,8 +65,10 @@ def build_parser() -> OneLineParser:
     emit = commands.add_parser(
         "emit", help="write a baseline template from one or more reports",
         description="Write a baseline with one metric per statistic of the device's table per ok cell; "
-        "given several reports of one build, each value is the median over them. A metric may "
-        "regress to value * (1 + ratio) + abs-ms. " + _defaults_text() + " See docs/baselines.md.",
+        "given several reports of one build (three or more is the documented way), each value is the "
+        "median over them. A metric fails when the bootstrap interval of current/baseline lies above "
+        "1 + min-effect (never below the runs' own spread), or beyond the hard cap value * (1 + ratio) "
+        "+ abs-ms. " + _defaults_text() + " See docs/baselines.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     emit.add_argument("--from", dest="sources", required=True, nargs="+", metavar="REPORT",
                       help="apex-bench JSON report(s) of one build and environment")
@@ -64,17 +76,70 @@ def build_parser() -> OneLineParser:
     emit.add_argument("--ratio", type=_ratio, help="max_regression_ratio of the first "
                       "statistic; the others are scaled alike")
     emit.add_argument("--abs-ms", type=_non_negative_float, help="max_regression_abs_ms of every metric")
+    emit.add_argument("--min-effect", type=_fraction, metavar="FRACTION",
+                      help="min_effect of the first statistic's rule (0.05: 5 %%); the others scale alike")
     emit.add_argument("--notes", help="baseline_notes (default: where and how it was emitted)")
+    prom = commands.add_parser(
+        "promote", help="replace a baseline with new runs, only when they agree among themselves",
+        description=f"Replace --baseline with one emitted from --runs (at least {MIN_RUNS} reports of one "
+        "build and environment) when every metric's spread over them, (max - min) / median, is within "
+        "its min-effect (or its cap ratio where it has no rule); caps tuned in the old baseline carry "
+        "over. Prints each metric's change; disagreeing runs are refused (exit 2), nothing written.")
+    prom.add_argument("--baseline", required=True, metavar="FILE", help="the baseline to replace")
+    prom.add_argument("--runs", required=True, nargs="+", metavar="REPORT", help="reports of the new build")
+    prom.add_argument("--output", metavar="FILE", help="write here instead of replacing --baseline")
+    prom.add_argument("--max-spread", type=_fraction, metavar="FRACTION",
+                      help="one allowance for every metric instead of its own")
+    prom.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     return parser
 
 
+def _change_line(change: MetricChange) -> str:
+    old = "-" if change.old_ms is None else f"{change.old_ms:.4g}"
+    new = "-" if change.new_ms is None else f"{change.new_ms:.4g}"
+    if change.old_ms is None:
+        what = "added"
+    elif change.new_ms is None:
+        what = "dropped (no ok cell in the runs)"
+    else:
+        verdict = change.verdict.label if change.verdict is not None else ""
+        what = f"{change.change:+.1%} {verdict}".rstrip() if change.change is not None else ""
+    return f"  {change.metric}: {old} -> {new} ms  {what}"
+
+
+def _promote(args: argparse.Namespace) -> int:
+    output = Path(args.output or args.baseline)
+    if not args.dry_run:
+        check_writable(output, "--output")
+    old = load_baseline(args.baseline)
+    runs = [load_report(source) for source in args.runs]
+    try:
+        new, changes = promote(old, args.baseline, runs, max_spread=args.max_spread)
+    except PromotionRefused as refused:
+        for d in refused.disagreements:
+            spread = "" if d.spread is None else f"spread {d.spread:.1%} > {d.allowed:.1%}, "
+            print(f"  {d.metric}: {spread}{d.detail}", file=sys.stderr)
+        raise
+    for change in changes:
+        print(_change_line(change))
+    if args.dry_run:
+        print(f"apex-bench baseline: dry run, {args.baseline} unchanged")
+        return 0
+    write_baseline(output, new)
+    print(f"apex-bench baseline: promoted {len(runs)} agreeing runs into {output} ({len(new.metrics)} metrics)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """``apex-bench baseline emit ...``; returns 0 (usage and file errors raise, exit 2)."""
+    """``apex-bench baseline emit|promote ...``; returns 0 (usage and file errors raise, exit 2)."""
     args = build_parser().parse_args(argv)
+    if args.command == "promote":
+        return _promote(args)
     output = Path(args.output)
     check_writable(output, "--output")
     reports = [load_report(source) for source in args.sources]
-    baseline = emit_baseline(reports, ratio=args.ratio, abs_ms=args.abs_ms, notes=args.notes)
+    baseline = emit_baseline(reports, ratio=args.ratio, abs_ms=args.abs_ms, notes=args.notes,
+                             min_effect=args.min_effect)
     write_baseline(output, baseline)
     print(f"apex-bench baseline: wrote {output} ({len(baseline.metrics)} metrics from "
           f"{len(reports)} report(s))")

@@ -57,7 +57,8 @@ def _print_table(summary: CompareSummary, out: TextIO) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("metric", "status", "baseline ms", "allowed ms", "current ms", "change", "verdict"):
+    for column in ("metric", "status", "baseline ms", "rule (min effect; cap ms)", "current ms", "change",
+                   "verdict"):
         table.add_column(column, justify="right" if column.endswith(("ms", "change")) else "left")
     for row in render_rows(summary):
         table.add_row(*row, style=None if row[1] == "pass" else "red")
@@ -137,9 +138,11 @@ def precheck_environment(options: GateOptions, environment: dict[str, Any], conf
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="apex-bench compare",
-        description="Check every metric of a baseline against a JSON report: a metric fails when "
-        "current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms. A statistical "
-        "verdict on the raw samples (faster/same/slower/inconclusive) is printed beside the rule.",
+        description="Check every metric of a baseline against a JSON report: a metric fails when its "
+        "statistical rule finds it slower with confidence by more than its min_effect (the bootstrap "
+        "interval of current/baseline on the raw samples lies above 1 + min_effect), or when "
+        "current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms (the hard cap). "
+        "The verdict (faster/same/slower/inconclusive) is printed beside the rules.",
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON file")
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",

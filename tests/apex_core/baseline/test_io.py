@@ -52,7 +52,7 @@ BAD_BASELINES = [
     (("metrics",), {}, "metrics", "is empty"),
     (("metrics", "tilepack/p50"), {"value_ms": 1, "max_regression_ratio": 0, "max_regression_abs_ms": 0},
      "metrics", "is not workload/case/backend/dtype/STAT (STAT one of min_ms, p50_ms"),
-    (("schema_version",), 2, "schema_version", "must be 1"),
+    (("schema_version",), 3, "schema_version", "must be one of"),
     (("environment_key", "device"), _DELETE, "environment_key.device", "missing"),
     (("environment_key", "dtypes"), "fp32", "environment_key.dtypes", "expected array"),
 ]

@@ -82,7 +82,7 @@ def test_halved_baseline_fails_and_names_every_metric(tmp_path, synthetic, capsy
     out = capsys.readouterr().out
     assert "FAIL, 3 of 6 metrics failed: " + ", ".join(failed) in out
     markdown = (tmp_path / "compare.md").read_text()
-    assert all(f"| `{name}` | **fail** |" in markdown for name in failed)
+    assert all(f"| `{name}` | **fail** (" in markdown for name in failed)
 
 
 def test_several_runs_give_each_metric_its_best(tmp_path, synthetic, capsys):
