@@ -30,6 +30,8 @@ def check_record(check: Check) -> dict[str, Any]:
         "reason": check.reason or check.verdict.reason,
         "rule": None if check.rule is None else gate_rule_record(check.rule),
         "failed_by": check.failed_by or None,
+        "unit": check.unit,
+        "better": check.better,
     }
 
 
@@ -88,6 +90,9 @@ def change_text(check: Check) -> str:
 
 def rule_text(check: Check) -> str:
     """``> +5.0 % @95 %; cap 0.0132``: the metric's two rules in a few characters."""
+    if check.unit != "ms":
+        side = ">=" if check.better == "higher" else "<="
+        return f"{side} {_ms(check.allowed_max_ms)} {check.unit}".rstrip()
     cap = f"cap {_ms(check.allowed_max_ms)}"
     if check.rule is None:
         return cap

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.baseline.errors import EnvironmentMismatchError
+from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import check_suite
 from apex_core.baseline.model import (
     FAIL,
@@ -128,6 +129,30 @@ def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
                  verdict=verdict, reason=reason, rule=rule, failed_by=failed_by)
 
 
+def check_extra(name: str, limit: ExtraLimit, cell: ReportCell | None) -> Check:
+    """An extra metric (throughput, memory, energy, error) against its plain limit; no samples, no verdict."""
+    kind = metric_kind(name)
+    current: float | None = None
+    failed_by, reason = "", ""
+    if cell is None:
+        status, failed_by, reason = MISSING, FAILED_BY_MISSING, "no cell for this metric in the report"
+    elif cell.status != "ok":
+        status, failed_by, reason = FAIL, FAILED_BY_CELL, f"cell {cell.status}: {cell.reason}".strip()
+    elif kind.name not in cell.extras:
+        status, failed_by, reason = MISSING, FAILED_BY_MISSING, f"the cell reports no {kind.description}"
+    else:
+        current = cell.extras[kind.name]
+        status = PASS if limit.passes(current) else FAIL
+        if status == FAIL:
+            failed_by = FAILED_BY_CAP
+            side = "below the allowed minimum" if limit.better == "higher" else "above the allowed"
+            reason = f"{current:.4g} {kind.unit} is {side} {limit.limit:.4g} {kind.unit}".replace("  ", " ")
+    return Check(metric=name, status=status, baseline_ms=limit.value, allowed_max_ms=limit.limit,
+                 current_ms=current, regression_ratio=None if current is None else limit.worse_by(current),
+                 verdict=Verdict.inconclusive("one value per run: no samples to judge"), reason=reason,
+                 failed_by=failed_by, unit=kind.unit, better=limit.better)
+
+
 def _better(candidate: ReportCell, held: ReportCell, stat: str) -> bool:
     """An ok cell beats a failed one; of two ok cells, the faster run of the statistic wins."""
     if (candidate.status == "ok") != (held.status == "ok"):
@@ -166,6 +191,12 @@ def compare(baseline: Baseline, baseline_path: Path | str,
     cells = best_cells(reports)
     checks = tuple(check_metric(name, limit, cells.get(name), baseline.samples_for(name))
                    for name, limit in baseline.metrics.items())
+    if baseline.extra_metrics:
+        # one value per run and no best-of rule: the cell of the first report that has it
+        extra_cells = {cell.metric(kind): cell for report in reversed(reports) for cell in report.cells
+                       for kind in (n.rsplit("/", 1)[-1] for n in baseline.extra_metrics)}
+        checks += tuple(check_extra(name, limit, extra_cells.get(name))
+                        for name, limit in baseline.extra_metrics.items())
     failing = [c for c in checks if c.status == FAIL or (c.status == MISSING and not allow_missing)]
     return CompareSummary(suite=baseline.suite, status=FAIL if failing else PASS, forced=forced,
                           allow_missing=allow_missing, checks=checks,

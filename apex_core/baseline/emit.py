@@ -18,6 +18,7 @@ from typing import Any
 
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
@@ -131,6 +132,24 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
     return metrics
 
 
+def _extra_metrics(reports: Sequence[LoadedReport], kinds: Sequence[str]) -> dict[str, ExtraLimit]:
+    """Each chosen extra metric of every ok cell that reports it, at its median over the runs."""
+    values: dict[str, list[float]] = {}
+    for report in reports:
+        for cell in report.cells:
+            if cell.status != "ok":
+                continue
+            for kind in kinds:
+                if kind in cell.extras:
+                    values.setdefault(cell.metric(kind), []).append(cell.extras[kind])
+    extras = {}
+    for name, series in values.items():
+        metric = EXTRA_METRICS[name.rsplit("/", 1)[-1]]
+        extras[name] = ExtraLimit(value=statistics.median(series), better=metric.better,
+                                  max_change_ratio=metric.ratio, max_change_abs=metric.absolute)
+    return extras
+
+
 def default_notes(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
                   abs_ms: float, min_effects: Mapping[str, float] | None = None) -> str:
     first = reports[0]
@@ -151,11 +170,12 @@ def _source(reports: Sequence[LoadedReport]) -> dict[str, Any]:
 
 def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: float | None = None,
                   abs_ms: float | None = None, notes: str | None = None,
-                  min_effect: float | None = None) -> Baseline:
+                  min_effect: float | None = None, extra_metrics: Sequence[str] = ()) -> Baseline:
     """A baseline with the device's metrics for every ok cell, valued at the median over ``reports``.
 
     Each metric gets the hard cap of the device's ratio table and, for the statistics of its
-    min-effect table, the statistical rule (``GateRule``).
+    min-effect table, the statistical rule (``GateRule``); ``extra_metrics`` names the opt-in
+    metrics beyond time (``extra_metrics.EXTRA_METRICS``) to gate as well.
     """
     reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
     _check_alike(reports)
@@ -168,4 +188,5 @@ def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: floa
         raise InputFileError(reports[0].path, "benchmarks", "holds no ok cell to take a baseline from")
     return Baseline(suite=reports[0].suite, environment_key=dict(reports[0].environment_key),
                     metrics=metrics, baseline_notes=default_notes(reports, ratios, floor, min_effects)
-                    if notes is None else notes, source_report=_source(reports))
+                    if notes is None else notes, source_report=_source(reports),
+                    extra_metrics=_extra_metrics(reports, extra_metrics))

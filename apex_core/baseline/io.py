@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.environment import environment_key
 from apex_core.report.writer import atomic_write_text
@@ -194,9 +195,13 @@ def load_baseline(path: Path | str) -> Baseline:
                           rule=_gate_rule(m.get("gate_rule")))
         for name, m in record["metrics"].items()
     }
+    extras = {name: ExtraLimit(value=float(m["value"]), better=m["better"],
+                               max_change_ratio=float(m["max_change_ratio"]),
+                               max_change_abs=float(m["max_change_abs"]))
+              for name, m in record.get("extra_metrics", {}).items()}
     return Baseline(suite=record["suite"], environment_key=record["environment_key"], metrics=metrics,
                     baseline_notes=record["baseline_notes"], source_report=record.get("source_report"),
-                    schema_version=record["schema_version"])
+                    schema_version=record["schema_version"], extra_metrics=extras)
 
 
 def gate_environment_key(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,7 +219,9 @@ def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
                       stats_ms={k: float(v) for k, v in stats.items()
                                 if k.endswith("_ms") and isinstance(v, (int, float))},
                       samples_ms=tuple(float(s) for s in cell.get("samples_ms") or ()),
-                      timing_method=cell.get("timing_method"))
+                      timing_method=cell.get("timing_method"),
+                      extras={name: value for name, kind in EXTRA_METRICS.items()
+                              if (value := kind.read(cell)) is not None})
 
 
 def load_report(path: Path | str) -> LoadedReport:
@@ -268,6 +275,11 @@ def baseline_record(baseline: Baseline) -> dict[str, Any]:
     if baseline.source_report is not None:
         record["source_report"] = dict(baseline.source_report)
     record["metrics"] = metrics
+    if baseline.extra_metrics:
+        record["extra_metrics"] = {
+            name: {"value": limit.value, "better": limit.better, "max_change_ratio": limit.max_change_ratio,
+                   "max_change_abs": limit.max_change_abs}
+            for name, limit in baseline.extra_metrics.items()}
     return record
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from apex_core.baseline.extra_metrics import ExtraLimit
+
 # 2 added the statistical rule per metric (``gate_rule``); files of version 1 load with the cap only
 BASELINE_SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
@@ -79,6 +81,8 @@ class Baseline:
     baseline_notes: str = ""
     source_report: Mapping[str, Any] | None = None
     schema_version: int = BASELINE_SCHEMA_VERSION
+    # opt-in metrics beyond time (extra_metrics.py), named like the time metrics
+    extra_metrics: Mapping[str, ExtraLimit] = attrs.field(factory=dict)
 
     def samples_for(self, name: str) -> tuple[float, ...]:
         """The metric's own samples, else those stored on another metric of the same cell."""
@@ -102,6 +106,8 @@ class ReportCell:
     stats_ms: Mapping[str, float]
     samples_ms: tuple[float, ...]
     timing_method: str | None
+    # the extra metrics this cell reports (throughput, memory, energy, error), by kind
+    extras: Mapping[str, float] = attrs.field(factory=dict)
 
     def metric(self, stat: str) -> str:
         return metric_name(self.workload, self.case, self.backend, self.dtype, stat)
@@ -156,6 +162,10 @@ class Check:
     reason: str = ""
     rule: GateRule | None = None
     failed_by: str = ""  # one of FAILED_BY_*; "" when the check passed
+    # extra metrics: their unit, and "higher" when more is better (allowed_max_ms is then the
+    # allowed minimum, and regression_ratio how much worse: baseline / current - 1)
+    unit: str = "ms"
+    better: str = "lower"
 
     @property
     def failed(self) -> bool:

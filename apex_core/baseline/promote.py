@@ -107,7 +107,7 @@ def promote(old: Baseline, old_path: str, runs: Sequence[LoadedReport], *, max_s
     found = disagreements(runs, stats, allowed)
     if found:
         raise PromotionRefused(old_path, found)
-    fresh = emit_baseline(runs)
+    fresh = emit_baseline(runs, extra_metrics=sorted({n.rsplit("/", 1)[-1] for n in old.extra_metrics}))
     metrics = {}
     for name, limit in fresh.metrics.items():
         kept = old.metrics.get(name)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_MIN_EFFECT, DEFAULT_RATIOS, emit_baseline
+from apex_core.baseline.extra_metrics import EXTRA_METRICS, parse_metric_list
 from apex_core.baseline.io import SMALLEST_NORMAL, load_baseline, load_report, write_baseline
 from apex_core.baseline.promote import MIN_RUNS, MetricChange, PromotionRefused, promote
 from apex_core.cli.args import OneLineParser
@@ -48,6 +49,14 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _extra_metric_list(text: str) -> tuple[str, ...]:
+    try:
+        names = parse_metric_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return tuple(n for n in names if n != "time")
+
+
 def _defaults_text() -> str:
     parts = []
     for device, table in DEFAULT_RATIOS.items():
@@ -78,6 +87,9 @@ def build_parser() -> OneLineParser:
     emit.add_argument("--abs-ms", type=_non_negative_float, help="max_regression_abs_ms of every metric")
     emit.add_argument("--min-effect", type=_fraction, metavar="FRACTION",
                       help="min_effect of the first statistic's rule (0.05: 5 %%); the others scale alike")
+    emit.add_argument("--extra-metrics", type=_extra_metric_list, default=(), metavar="NAMES",
+                      help="also gate these per cell, comma-separated: " + ", ".join(
+                          f"{m.name} ({m.description})" for m in EXTRA_METRICS.values()))
     emit.add_argument("--notes", help="baseline_notes (default: where and how it was emitted)")
     prom = commands.add_parser(
         "promote", help="replace a baseline with new runs, only when they agree among themselves",
@@ -139,7 +151,7 @@ def main(argv: list[str]) -> int:
     check_writable(output, "--output")
     reports = [load_report(source) for source in args.sources]
     baseline = emit_baseline(reports, ratio=args.ratio, abs_ms=args.abs_ms, notes=args.notes,
-                             min_effect=args.min_effect)
+                             min_effect=args.min_effect, extra_metrics=args.extra_metrics)
     write_baseline(output, baseline)
     print(f"apex-bench baseline: wrote {output} ({len(baseline.metrics)} metrics from "
           f"{len(reports)} report(s))")
