@@ -158,7 +158,7 @@ def test_weekly_trend_writes_and_uploads_the_trend_artifact():
 
 def test_the_scripts_the_workflows_call_exist():
     for name in ("ci.yml", "perf_gpu.yml", "perf_trend_weekly.yml"):
-        for ref in re.findall(r"bash ([^-\s]\S*)", (WORKFLOWS / name).read_text()):
+        for ref in re.findall(r"bash ([^-\s][^\s)\"']*)", (WORKFLOWS / name).read_text()):
             assert Path(ROOT / ref).is_file(), f"{name} calls {ref}, which is not in the repository"
 
 
