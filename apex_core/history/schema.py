@@ -140,8 +140,12 @@ def _check_ours(conn: sqlite3.Connection, path: Path, version: int) -> None:
 
 def migrate(conn: sqlite3.Connection, path: Path, target: int = SCHEMA_VERSION) -> int:
     """Bring the file up to ``target`` (default: the current version); returns the version it had."""
-    found = schema_version(conn)
-    _check_ours(conn, path, found)
+    conn.execute("BEGIN")  # one snapshot for the version and the tables: another opener may be migrating
+    try:
+        found = schema_version(conn)
+        _check_ours(conn, path, found)
+    finally:
+        conn.execute("COMMIT")
     if found >= target:
         return found
     with write_transaction(conn):
