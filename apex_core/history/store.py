@@ -25,7 +25,7 @@ from apex_core.history.connection import (
 )
 from apex_core.history.errors import HistoryError
 from apex_core.history.model import CellMetrics, Leaderboard, RunSummary, SeriesPoint, StoredRun
-from apex_core.history.paths import default_history_path
+from apex_core.history.paths import HISTORY_ENV_VAR, default_history_path
 from apex_core.history.schema import migrate
 
 EnvironmentRef = Mapping[str, Any] | str | None
@@ -55,9 +55,16 @@ def _cell(row: tuple[Any, ...]) -> CellMetrics:
 
 
 def environment_filter(ref: EnvironmentRef) -> str | None:
-    """An environment key (mapping) or id (its 12 hex digits, or a prefix of them) as an id prefix."""
+    """The gate's environment key (as ``environment_identity`` returns it) or an id (a prefix) as an id prefix.
+
+    A report's own ``environment_key`` field lacks the timing methods and the CPU count, so it
+    would name no environment of the history: it raises ValueError instead of matching nothing.
+    """
     if ref is None:
         return None
+    if isinstance(ref, Mapping) and not {"timing_methods", "cpu_count"} <= set(ref):
+        raise ValueError("environment_key: give the gate's key (environment_identity(report)[0]) or its id; "
+                         "this mapping lacks timing_methods and cpu_count")
     return rows.environment_id_of(ref) if isinstance(ref, Mapping) else str(ref).strip().lower()
 
 
@@ -83,8 +90,8 @@ class HistoryStore:
             raise HistoryError(where, "is a directory, not a history file")
         if not where.exists():
             if not create:
-                raise HistoryError(where, "no history file here (runs are recorded by 'apex-bench "
-                                          "--history PATH'; name another with --history)")
+                raise HistoryError(where, "no history file here (name one with --history or "
+                                          f"${HISTORY_ENV_VAR})")
             try:
                 where.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -67,6 +67,8 @@ def test_runs_are_filtered_and_newest_first(ten_runs: Path) -> None:
         assert len(store.runs(environment_key=environment[:4])) == 10
         assert len(store.runs(environment_key=store.run(1).summary.environment_key)) == 10
         assert store.runs(environment_key="ffffffffffff") == ()
+        with pytest.raises(ValueError, match="lacks timing_methods"):
+            store.runs(environment_key=make_report([])["config"])  # not an environment key at all
         assert store.tags() == ("nightly", "v1.0")
 
 
@@ -137,3 +139,26 @@ def test_series_in_run_order_with_filters_and_limit(ten_runs: Path) -> None:
         assert store.series("p50", backend="triton", workload="fusiongate") == ()  # skipped cells have no value
         with pytest.raises(UsageError, match="unknown metric 'p5'.*did you mean"):
             store.series("p5")
+
+
+def test_reports_of_real_cpu_runs(history_path: Path) -> None:
+    """Two real smoke runs (inline, one cell each): the history reads what the report writer writes."""
+    import apex_core
+    from apex_core.report.records import report_record
+
+    with HistoryStore.open(history_path) as store:
+        ids = []
+        for _ in range(2):
+            report = report_record(apex_core.run(workloads=["tilepack:default"], backends=["torch-reference"],
+                                                 device="cpu", profile="smoke", isolation="inline"))
+            ids.append(store.record(report, tags=["smoke"]))
+        first = store.run(ids[0])
+        cell = first.cells[0]
+        stats = first.report["benchmarks"][0]["stats"]
+        assert (cell.status, cell.p50_ms, cell.units) == ("ok", stats["p50_ms"], "tiles")
+        assert cell.units_per_s is not None and cell.units_per_s > 0
+        assert store.run(ids[1]).summary.environment_id == first.summary.environment_id
+        board = store.leaderboard(first.summary.environment_key)
+        assert [e.backend for e in board.groups[0].entries] == ["torch-reference"]
+        assert board.groups[0].entries[0].runs == 2
+        assert [p.run_id for p in store.series("p50", backend="torch-reference")] == ids
