@@ -44,8 +44,8 @@ def describe(exc: sqlite3.Error, action: str, timeout_s: float) -> str:
         return (f"{action}: the history file stayed locked by another process past the busy "
                 f"timeout of {timeout_s:g} s (sqlite: {text})")
     if "not a database" in text or "malformed" in text:
-        return f"{action}: is not an SQLite database or is corrupt (sqlite: {text})"
-    return f"{action} failed (sqlite: {text})"
+        return f"{action}: the file is not an SQLite database or is corrupt (sqlite: {text})"
+    return f"{action} (sqlite: {text})"
 
 
 @contextmanager
