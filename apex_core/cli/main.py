@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, str] = {
     "export-onnx": "apex_core.cli.export_onnx_command",
     "sweep": "apex_core.cli.sweep_command",
     "doctor": "apex_core.cli.doctor_command",
+    "history": "apex_core.cli.history_command",
+    "leaderboard": "apex_core.cli.leaderboard_command",
 }
 
 

@@ -1,0 +1,104 @@
+"""The history's read queries beyond listing: a metric's series and the leaderboard's cell times."""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from apex_core.errors import UsageError
+from apex_core.history.errors import HistoryError
+from apex_core.history.leaderboard import build_leaderboard
+from apex_core.history.model import Leaderboard, SeriesPoint
+from apex_core.history.rows import METRIC_COLUMNS
+
+if TYPE_CHECKING:
+    from apex_core.history.store import HistoryStore
+
+METRIC_ALIASES = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "min": "min_ms",
+                  "mean": "mean_ms", "throughput": "units_per_s", "memory": "peak_memory_mb",
+                  "peak_memory": "peak_memory_mb", "energy": "energy_j_per_call"}
+
+
+def metric_column(metric: str) -> str:
+    """The cells column a metric name or alias means; UsageError listing the valid names otherwise."""
+    name = METRIC_ALIASES.get(metric.strip(), metric.strip())
+    if name in METRIC_COLUMNS:
+        return name
+    known = (*METRIC_COLUMNS, *METRIC_ALIASES)
+    near = difflib.get_close_matches(metric, known, n=3)
+    hint = f"did you mean {', '.join(near)}? " if near else ""
+    raise UsageError(f"unknown metric {metric!r}: {hint}known: {', '.join(known)}")
+
+
+def series_query(store: HistoryStore, metric: str, filters: dict[str, str | None],
+                 environment_id: str | None, limit: int | None) -> tuple[SeriesPoint, ...]:
+    """See ``HistoryStore.series``; ``limit`` keeps each cell's last points."""
+    column = metric_column(metric)
+    where = ["c.status = 'ok'", f"c.{column} IS NOT NULL"]
+    params: list[Any] = []
+    for name, value in filters.items():
+        if value is not None:
+            where.append(f"c.{name} = ?")  # names come from HistoryStore.series, never from the user
+            params.append(value)
+    if environment_id:
+        where.append("r.environment_id LIKE ? || '%'")
+        params.append(environment_id)
+    found = store.execute(
+        "cannot read the series",
+        f"SELECT r.run_id, r.recorded_utc, r.git_commit, r.environment_id, c.workload, c.case_name, "
+        f"c.backend, c.dtype, c.device, c.{column} FROM cells c JOIN runs r ON r.run_id = c.run_id "
+        f"WHERE {' AND '.join(where)} ORDER BY r.run_id, c.position", params)
+    points = [SeriesPoint(run_id=r[0], recorded_utc=r[1], commit=r[2], environment_id=r[3], workload=r[4],
+                          case=r[5], backend=r[6], dtype=r[7], device=r[8], value=float(r[9]))
+              for r in found]
+    if limit is None:
+        return tuple(points)
+    by_cell: dict[tuple[str, ...], list[SeriesPoint]] = defaultdict(list)
+    for point in points:
+        by_cell[point.cell_key].append(point)
+    kept = {id(p) for series in by_cell.values() for p in series[-max(int(limit), 0):]} if limit else set()
+    return tuple(p for p in points if id(p) in kept)
+
+
+def one_environment(store: HistoryStore, environment_id: str | None) -> str:
+    """The one environment id a prefix names, or the latest run's when None."""
+    if environment_id is None:
+        latest = store.execute("cannot read the runs",
+                               "SELECT environment_id FROM runs ORDER BY run_id DESC LIMIT 1")
+        if not latest:
+            raise HistoryError(store.path, "the history holds no runs")
+        return str(latest[0][0])
+    found = [r[0] for r in store.execute(
+        "cannot read the environments",
+        "SELECT environment_id FROM runs WHERE environment_id LIKE ? || '%' GROUP BY environment_id "
+        "ORDER BY max(run_id) DESC", (environment_id,))]
+    if len(found) == 1:
+        return str(found[0])
+    known = [r[0] for r in store.execute("cannot read the environments",
+                                         "SELECT environment_id FROM runs GROUP BY environment_id "
+                                         "ORDER BY max(run_id) DESC LIMIT 5")]
+    problem = (f"environment {environment_id!r} is ambiguous: it matches {', '.join(found[:5])}" if found
+               else f"no run in environment {environment_id!r} (newest: {', '.join(known) or 'none'})")
+    raise HistoryError(store.path, problem)
+
+
+def leaderboard_query(store: HistoryStore, environment_id: str | None, workload: str | None,
+                      last: int) -> Leaderboard:
+    """See ``HistoryStore.leaderboard``."""
+    environment = one_environment(store, environment_id)
+    where, params = ["c.status = 'ok'", "c.p50_ms IS NOT NULL", "r.environment_id = ?"], [environment]
+    if workload is not None:
+        where.append("c.workload = ?")
+        params.append(workload)
+    found = store.execute(
+        "cannot read the leaderboard",
+        "SELECT r.run_id, c.workload, c.case_name, c.dtype, c.backend, c.p50_ms FROM cells c "
+        f"JOIN runs r ON r.run_id = c.run_id WHERE {' AND '.join(where)} ORDER BY r.run_id DESC", params)
+    if workload is not None and not found:
+        known = [r[0] for r in store.execute(
+            "cannot read the workloads", "SELECT DISTINCT c.workload FROM cells c JOIN runs r "
+            "ON r.run_id = c.run_id WHERE r.environment_id = ? AND c.status = 'ok' ORDER BY 1", (environment,))]
+        raise HistoryError(store.path, f"no ok cell of workload {workload!r} in environment {environment} "
+                                       f"(it has {', '.join(known) or 'none'})")
+    return build_leaderboard(environment, ((r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in found), last)
