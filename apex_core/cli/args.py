@@ -8,6 +8,7 @@ import os
 import sys
 from typing import NoReturn
 
+from apex_core.cli.history_args import add_history_args
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
 from apex_core.interfaces import PROFILES
@@ -237,4 +238,5 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
     add_gate_args(parser, "run", "cell")
+    add_history_args(parser)
     return parser

@@ -144,7 +144,13 @@ def build_parser() -> OneLineParser:
         "current_ms > value_ms * (1 + max_regression_ratio) + max_regression_abs_ms (the hard cap). "
         "The verdict (faster/same/slower/inconclusive) is printed beside the rules.",
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON file")
+    against = parser.add_mutually_exclusive_group(required=True)
+    against.add_argument("--baseline", metavar="FILE", help="baseline JSON file")
+    against.add_argument("--against", metavar="SPEC", help="build the baseline from the run history: "
+                         "latest (the newest other run), a tag, a commit prefix or a run id, in the "
+                         "current report's environment, by the rules of 'baseline emit'")
+    parser.add_argument("--history", metavar="PATH", help="history file for --against (default "
+                        "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
                         help="apex-bench JSON report; several runs of one build (a retry) give each "
                         "metric its best run")
@@ -163,9 +169,32 @@ def build_parser() -> OneLineParser:
 def main(argv: list[str]) -> int:
     """``apex-bench compare ...``; returns 0 pass, 1 fail (usage errors raise, exit 2)."""
     args = build_parser().parse_args(argv)
+    if args.against is not None:
+        return _against_history(args)
+    if args.history is not None:
+        raise UsageError("--history needs --against")
     options = GateOptions(baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
                           summary=_optional_path(args.summary), trend=_optional_path(args.trend_output),
                           markdown=_optional_path(args.markdown), allow_missing=args.allow_missing,
                           force=args.force)
+    check_outputs(options.outputs())
+    return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)
+
+
+def _against_history(args: argparse.Namespace) -> int:
+    """``compare --against SPEC``: the baseline emitted on the fly from the history's matching runs."""
+    import tempfile
+
+    from apex_core.baseline.emit import emit_baseline
+    from apex_core.cli.history_args import baseline_reports_from_history, describe_runs
+
+    currents = [load_report(path) for path in args.current]
+    with tempfile.TemporaryDirectory(prefix="apex-bench-against-") as work:
+        runs = baseline_reports_from_history(args.history, args.against, currents, Path(work))
+        baseline = emit_baseline(runs)
+    where = f"history {args.history or 'default'} --against {args.against} ({describe_runs(runs)})"
+    options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=_optional_path(args.summary),
+                          trend=_optional_path(args.trend_output), markdown=_optional_path(args.markdown),
+                          allow_missing=args.allow_missing, force=args.force)
     check_outputs(options.outputs())
     return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)

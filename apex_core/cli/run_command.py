@@ -11,6 +11,7 @@ import attrs
 
 from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
+from apex_core.cli.history_args import record_run
 from apex_core.cli.listing import print_listing
 from apex_core.cli.progress import Progress
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
@@ -169,6 +170,7 @@ def run_command(args: Any) -> int:
         except KeyboardInterrupt as stop:
             recorder.write("interrupted")
             print(f"interrupted: partial report in {json_path}", flush=True)
+            record_run(args, json_path)  # kept with its status; compare --against uses complete runs only
             return interrupted_exit_code(stop)
     report = recorder.write(report.status)
     code = _summarize(report, json_path, md_path, log_path)
@@ -179,6 +181,7 @@ def run_command(args: Any) -> int:
         code = max(code, 1)
     if args.strict:
         code = max(code, _strict(report))
+    code = max(code, record_run(args, json_path))
     if gate is None:
         return code
     return max(code, run_gate(gate, json_path, quiet=args.quiet))
