@@ -10,6 +10,7 @@ from typing import Any
 
 from apex_core.errors import UsageError
 from apex_core.plan import build_plan
+from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.registry import Registry
 from apex_core.results import Report
 from apex_core.runner import CellCallback, run_plan
@@ -50,6 +51,7 @@ def run(
     registry: Registry | None = None,
     on_cell: CellCallback | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
 ) -> Report:
     """Run workloads x cases x backends x dtypes on one device and return the report.
 
@@ -58,7 +60,8 @@ def run(
     typed dict. ``backend_options`` maps a backend name to its options (plain data,
     e.g. ``{"tensorrt-engine": {"engine_path": "ff.engine"}}``); each selected backend
     gets its own through ``Backend.configure`` wherever it is probed or run, and the
-    report's config records them. Raises ``UsageError`` for bad selections before any
+    report's config records them. With process isolation each backend is probed in
+    the worker under ``probe_timeout_s``. Raises ``UsageError`` for bad selections before any
     cell runs.
     """
     registry = registry or Registry.discover()
@@ -77,4 +80,4 @@ def run(
         timeout_s=timeout_s,
         backend_options=backend_options,
     )
-    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell)
+    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell, probe_timeout_s=probe_timeout_s)

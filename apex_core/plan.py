@@ -69,6 +69,15 @@ class Plan:
         }
 
 
+# The case name of the rows of a workload whose plugin failed to load (its cases are unknown).
+UNLOADED_CASE = "-"
+
+
+@attrs.frozen
+class _Unloaded:
+    """The parameters of a workload whose plugin failed to load: none are known."""
+
+
 def _split_selector(selector: str) -> tuple[str, str | None]:
     """``tileunpack:blend`` selects one case; a bare name selects every case."""
     name, _, case = selector.partition(":")
@@ -136,7 +145,14 @@ def build_plan(
     live = [registry.workloads[n] for n in workload_names if n in registry.workloads]
     typed = overrides if isinstance(overrides, dict) else parse_overrides(overrides, live)
     cells: list[PlannedCell] = []
-    for workload in live:
+    for name in workload_names:
+        if name not in registry.workloads:
+            # a broken plugin: no cases to expand, but one row per backend and dtype says why
+            for case_name in sorted(wanted_cases.get(name, {UNLOADED_CASE})):
+                placeholder = Case(name, case_name, _Unloaded())
+                cells.extend(PlannedCell(placeholder, b, d, device) for b in backend_names for d in dtypes)
+            continue
+        workload = registry.workloads[name]
         params = workload.make_params(profile, typed)
         cases = workload.cases(params)
         wanted = wanted_cases.get(workload.name)

@@ -261,6 +261,8 @@ class CellResult:
     wall_time_s: float | None = None
     log: str = ""  # traceback or worker output; goes to the log file, not the report
     telemetry: Telemetry | None = None  # CUDA cells: NVML clocks, throttling, energy
+    # a crashed or timed-out cell: the worker's last stderr lines (faulthandler's stacks included)
+    worker_output: str = ""
 
     @property
     def key(self) -> str:

@@ -12,10 +12,18 @@ from apex_core.cell import CellSpec, execute_cell
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
 from apex_core.plan import Plan, PlannedCell
+from apex_core.probing import (
+    DEFAULT_PROBE_TIMEOUT_S,
+    ERROR,
+    TIMEOUT,
+    UNAVAILABLE,
+    Probes,
+    inline_prober,
+)
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
-from apex_core.results import Availability, CellResult, Report, SkipKind, Status
-from apex_core.workers import WorkerPool
+from apex_core.results import CellResult, Report, SkipKind, Status
+from apex_core.workers import WorkerPool, pool_prober
 
 log = logging.getLogger(__name__)
 
@@ -46,56 +54,26 @@ def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
     return failures
 
 
-class _Probes:
-    """Each backend's availability per device, asked once per run."""
-
-    def __init__(self, registry: Registry, configure_failures: dict[str, str] | None = None) -> None:
-        self.registry = registry
-        self.cache: dict[tuple[str, str], Availability] = {}
-        self.errors: dict[tuple[str, str], str] = {}
-        self.configure_failures = dict(configure_failures or {})
-
-    def availability(self, backend_name: str, device: str) -> Availability:
-        key = (backend_name, device)
-        if key not in self.cache:
-            backend = self.registry.backends[backend_name]
-            if device not in backend.devices:
-                self.cache[key] = Availability.no(
-                    f"{backend_name} runs on {', '.join(sorted(backend.devices))}, not {device}")
-            else:
-                try:
-                    self.cache[key] = backend.probe(device)
-                except Exception as exc:  # a probe that raises is a bug: an error row, not a skip
-                    self.errors[key] = f"probe() raised {describe_exception(exc)}"
-                    self.cache[key] = Availability.no(self.errors[key])
-        return self.cache[key]
-
-    def error(self, backend_name: str, device: str) -> str:
-        """Why probing the backend failed ("" when it answered)."""
-        self.availability(backend_name, device)
-        return self.errors.get((backend_name, device), "")
-
-
 def _planned_result(cell: PlannedCell, status: Status, reason: str,
                     kind: SkipKind | None = None) -> CellResult:
     return CellResult(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
                       status, params=cell.case.params_dict(), reason=reason, skip_kind=kind)
 
 
-def decide_without_running(cell: PlannedCell, registry: Registry, probes: _Probes) -> CellResult | None:
-    """The result of a cell that will not run (broken plugin, unavailable, unsupported), or None."""
+def decide_without_running(cell: PlannedCell, registry: Registry, probes: Probes,
+                           configure_failures: dict[str, str]) -> CellResult | None:
+    """The result of a cell that will not run (broken plugin, failed probe, unavailable, unsupported)."""
     for group, name in (("workload", cell.case.workload), ("backend", cell.backend)):
         row = registry.broken_row(group, name)
         if row is not None:
             return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
-    if cell.backend in probes.configure_failures:
-        return _planned_result(cell, Status.ERROR, probes.configure_failures[cell.backend])
-    probe_error = probes.error(cell.backend, cell.device)
-    if probe_error:
-        return _planned_result(cell, Status.ERROR, probe_error)
-    availability = probes.availability(cell.backend, cell.device)
-    if not availability.ok:
-        return _planned_result(cell, Status.SKIPPED, availability.reason, SkipKind.UNAVAILABLE)
+    if cell.backend in configure_failures:
+        return _planned_result(cell, Status.ERROR, configure_failures[cell.backend])
+    probe = probes.result(cell.backend, cell.device)
+    if probe.status in (ERROR, TIMEOUT):  # a probe that raised, crashed or hung is a bug, not a skip
+        return _planned_result(cell, Status.ERROR if probe.status == ERROR else Status.TIMEOUT, probe.reason)
+    if probe.status == UNAVAILABLE:
+        return _planned_result(cell, Status.SKIPPED, probe.reason, SkipKind.UNAVAILABLE)
     backend = registry.backends[cell.backend]
     workload = registry.workloads[cell.case.workload]
     try:
@@ -120,28 +98,33 @@ def run_plan(
     suite: str = "apex-bench",
     environment: dict[str, Any] | None = None,
     on_cell: CellCallback | None = None,
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
 ) -> Report:
     """Run every cell of ``plan`` and return the immutable report.
 
     ``isolation="process"`` runs cells in a replaceable worker process (crashes and
     hangs are recorded, the run goes on); ``"inline"`` runs them in this process,
-    which is faster and works with registries of in-memory objects.
+    which is faster and works with registries of in-memory objects. Backends are
+    probed where their cells run: in the worker, each under ``probe_timeout_s``, with
+    process isolation; in this process inline.
     ``on_cell(index, total, cell, result)`` is called with ``result=None`` before a
     cell starts and with its result once it is done.
     """
     if isolation not in ("process", "inline"):
         raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
     timestamp = utc_now()
-    probes = _Probes(registry, configure_backends(plan, registry))
+    configure_failures = configure_backends(plan, registry)
     env = environment if environment is not None else capture_environment(plan.device)
     pool = WorkerPool() if isolation == "process" else None
+    probes = Probes(registry.backends, pool_prober(pool, probe_timeout_s) if pool is not None
+                    else inline_prober(registry.backends), plan.options_for)
     results: list[CellResult] = []
     status = "interrupted"
     try:
         for index, cell in enumerate(plan.cells):
             if on_cell:
                 on_cell(index, len(plan.cells), cell, None)
-            result = decide_without_running(cell, registry, probes)
+            result = decide_without_running(cell, registry, probes, configure_failures)
             if result is None:
                 result = _execute(plan, cell, registry, pool)
             if result.log:
@@ -152,7 +135,8 @@ def run_plan(
         status = "complete"
     finally:
         if pool is not None:
-            pool.close()
+            # an interrupted run may leave the worker in a hanging cell: kill it, do not wait
+            pool.close(graceful=status == "complete")
     return Report(
         suite=suite,
         timestamp_utc=timestamp,

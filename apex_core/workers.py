@@ -1,71 +1,80 @@
-"""Run cells in a worker process that may crash or hang without taking the run down.
+"""Run probes and cells in a worker process that may crash or hang without taking the run down.
 
 One worker at a time (timings need the device to themselves). A cell that kills
 the worker is recorded as ``crashed``, one that outlives the timeout as
-``timeout``; either way the worker is replaced and the next cell goes on.
+``timeout``; either way the worker is replaced and the next cell goes on. Probes
+go to the same worker, under their own timeout: it is already started and has
+every plugin loaded, so probing costs no process of its own, and a probe that
+crashes or hangs costs a restart like a cell that does.
+
+The worker lives in its own process group (``apex_core.worker_process``):
+discarding it kills the group, so helper processes a backend started go with it,
+and it kills its group itself when the run dies without ending it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
-import pickle
+import os
 import signal
 import time
 from typing import Any
 
 import attrs
 
-from apex_core.cell import CellSpec, execute_cell
+from apex_core.cell import CellSpec
+from apex_core.probing import ERROR, TIMEOUT, Prober, ProbeRequest, ProbeResult
 from apex_core.results import CellResult, Status
+from apex_core.worker_output import REPORT_TAIL_BYTES, REPORT_TAIL_LINES, WorkerOutput, where
+from apex_core.worker_process import DUMP_SIGNAL, LAST, sendable, worker_main
+
+__all__ = ["WorkerPool", "failed_result", "pool_prober", "sendable"]
 
 log = logging.getLogger(__name__)
 
 # Starting a worker imports torch and loads every plugin; that is not the cell's time.
 WORKER_START_TIMEOUT_S = 120.0
+# How long a worker that timed out gets to write its stacks (faulthandler) before it is killed.
+STACK_DUMP_WAIT_S = 1.0
+# How long a worker whose pipe closed gets to finish dying, for its exit status.
+EXIT_WAIT_S = 10.0
 
 
-def _worker_main(conn: Any) -> None:
-    """Entry point of the worker process: load plugins once, then run cells until told to stop."""
-    from apex_core.registry import Registry
+@attrs.frozen
+class _Lost:
+    """A request that got no answer: the worker died (``crashed``) or outlived its time (``timeout``)."""
 
-    registry = Registry.discover()
-    conn.send(("ready", None))
+    status: Status
+    reason: str  # the exit status, for a crash
+    where: str  # the plugin frame faulthandler named, "" when none
+    output: str  # the worker's last output, for the log
+    excerpt: str  # its shorter tail, for the report
+    wall_s: float
+
+    def with_where(self, text: str) -> str:
+        return f"{text} in {self.where}" if self.where else text
+
+
+def _wait_exit_status(pid: int, timeout_s: float) -> int | None:
+    """The exit code a dead worker will have (negative: killed by that signal), without reaping it.
+
+    Its pipe closes before it is fully gone (faulthandler, a core dump), so this waits up to
+    ``timeout_s`` for it to become a zombie; it stays one, so its pid (its group's id) cannot
+    be reused before the group is killed.
+    """
+    deadline = time.monotonic() + timeout_s
     while True:
-        spec = conn.recv()
-        if spec is None:
-            return
-        workload = registry.workloads[spec.workload]
-        backend = registry.backends[spec.backend]
-        result = execute_cell(workload, backend, spec)
         try:
-            conn.send(("result", result))  # pickled before anything is written: a failure sends nothing
-        except (pickle.PicklingError, TypeError, AttributeError):
-            result = sendable(result)
-            conn.send(("result", result))
-        if result.status == Status.CRASHED or result.metadata.get("process_state_unrestorable"):
-            # A poisoned CUDA context, or process state that could not be put back:
-            # let the pool start a clean worker.
-            return
-
-
-def sendable(result: CellResult) -> CellResult:
-    """The result as it can cross to the parent: metadata that does not pickle makes the cell an error."""
-    try:
-        pickle.dumps(result)
-        return result
-    except Exception:
-        pass
-    for key, value in result.metadata.items():
-        try:
-            pickle.dumps(value)
-        except Exception as exc:
-            reason = (f"backend metadata {key!r} cannot be sent to the run ({type(exc).__name__}: {exc}); "
-                      "metadata must be plain data")
-            return attrs.evolve(result, status=Status.ERROR, reason=reason, timing=None, derived=None,
-                                telemetry=None, metadata={k: v for k, v in result.metadata.items() if k != key})
-    return attrs.evolve(result, status=Status.ERROR, reason="the cell's result cannot be sent to the run",
-                        timing=None, derived=None, telemetry=None, metadata={})
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if info is not None:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 def _exit_description(exitcode: int | None) -> str:
@@ -79,9 +88,11 @@ def _exit_description(exitcode: int | None) -> str:
     return f"worker exited with code {exitcode}"
 
 
-def failed_result(spec: CellSpec, status: Status, reason: str, wall_s: float) -> CellResult:
+def failed_result(spec: CellSpec, status: Status, reason: str, wall_s: float, *, log_text: str = "",
+                  worker_output: str = "") -> CellResult:
     return CellResult(spec.workload, spec.case, spec.backend, spec.dtype, spec.device, status,
-                      params=dict(spec.params), reason=reason, wall_time_s=wall_s)
+                      params=dict(spec.params), reason=reason, wall_time_s=wall_s, log=log_text,
+                      worker_output=worker_output)
 
 
 class WorkerPool:
@@ -91,65 +102,134 @@ class WorkerPool:
         self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Any = None
+        self._output: WorkerOutput | None = None
 
     def _start(self) -> None:
+        output = WorkerOutput()
         parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True,
-                                    name="apex-bench-worker")
+        process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid()),
+                                    daemon=True, name="apex-bench-worker")
         process.start()
         child.close()
+        self._process, self._conn, self._output = process, parent, output
         if not parent.poll(WORKER_START_TIMEOUT_S):
-            process.kill()
-            raise RuntimeError("the worker process did not start within "
-                               f"{WORKER_START_TIMEOUT_S:.0f} s")
+            self._discard()
+            raise RuntimeError(f"the worker process did not start within {WORKER_START_TIMEOUT_S:.0f} s")
         try:
             parent.recv()
-        except EOFError:
-            process.join(5)
-            raise RuntimeError(f"the worker process failed to start: "
-                               f"{_exit_description(process.exitcode)}") from None
-        self._process, self._conn = process, parent
+        except (EOFError, ConnectionResetError):
+            exitcode = _wait_exit_status(process.pid or 0, EXIT_WAIT_S)
+            last = output.tail(max_lines=1)
+            self._discard()
+            raise RuntimeError(f"the worker process failed to start: {_exit_description(exitcode)}"
+                               + (f" (last output: {last})" if last else "")) from None
+        output.unlink()  # the worker holds it open; nothing is left on disk whatever happens
+
+    def _kill_group(self) -> None:
+        """SIGKILL the worker and every process still in its group (helpers a backend started)."""
+        pid = self._process.pid
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the worker called setsid(): its group id is its pid
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()  # it died before setsid(), or the group is empty
 
     def _discard(self) -> None:
+        # The group is killed before the worker is reaped, so its pid (the group id)
+        # cannot have been reused by then.
         if self._process is not None:
-            if self._process.is_alive():
-                self._process.kill()
-            self._process.join(10)
+            self._kill_group()
+            self._process.join(EXIT_WAIT_S)
         if self._conn is not None:
             self._conn.close()
-        self._process = self._conn = None
+        if self._output is not None:
+            self._output.close()
+        self._process = self._conn = self._output = None
+
+    def _dump_stacks(self) -> None:
+        """Ask a stuck worker for every thread's Python stack (faulthandler), then give it a moment."""
+        assert self._output is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._process.pid, DUMP_SIGNAL)
+        deadline = time.monotonic() + STACK_DUMP_WAIT_S
+        size = -1
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self._output.size()
+            if now == size and "most recent call first" in self._output.tail():
+                return
+            size = now
+
+    def _lost(self, status: Status, reason: str, started: float) -> _Lost:
+        assert self._output is not None
+        output = self._output.tail()
+        excerpt = self._output.tail(REPORT_TAIL_LINES, REPORT_TAIL_BYTES)
+        lost = _Lost(status, reason, where(output), output, excerpt, time.perf_counter() - started)
+        self._discard()
+        return lost
+
+    def _exchange(self, message: Any, timeout_s: float, label: str) -> tuple[Any, _Lost | None]:
+        """Send one request and wait for its answer; raises RuntimeError when no worker starts."""
+        if self._process is None or not self._process.is_alive():
+            self._discard()
+            self._start()
+        assert self._output is not None
+        self._output.clear()
+        started = time.perf_counter()
+        try:
+            self._conn.send(message)
+            if not self._conn.poll(timeout_s):
+                self._dump_stacks()
+                return None, self._lost(Status.TIMEOUT, "", started)
+            kind, payload = self._conn.recv()
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            exitcode = _wait_exit_status(self._process.pid, EXIT_WAIT_S)
+            return None, self._lost(Status.CRASHED, _exit_description(exitcode), started)
+        output = self._output.tail()
+        if output:
+            log.debug("worker output during %s:\n%s", label, output)
+        if kind == LAST:
+            self._discard()  # it leaves by itself; make sure its helpers go too
+        return payload, None
 
     def run(self, spec: CellSpec, timeout_s: float) -> CellResult:
         """Run one cell in the worker; crashes and timeouts become results."""
-        if self._process is None or not self._process.is_alive():
-            self._discard()
-            try:
-                self._start()
-            except RuntimeError as exc:
-                return failed_result(spec, Status.ERROR, str(exc), 0.0)
-        started = time.perf_counter()
-        self._conn.send(spec)
-        if not self._conn.poll(timeout_s):
-            self._discard()
-            return failed_result(spec, Status.TIMEOUT, f"cell ran past the {timeout_s:g} s timeout",
-                                 time.perf_counter() - started)
         try:
-            _kind, result = self._conn.recv()
-        except (EOFError, ConnectionResetError):
-            self._process.join(10)
-            reason = _exit_description(self._process.exitcode)
-            self._discard()
-            return failed_result(spec, Status.CRASHED, reason, time.perf_counter() - started)
-        if result.status == Status.CRASHED:
-            self._discard()
+            label = f"{spec.workload}/{spec.case} {spec.backend} {spec.dtype}"
+            result, lost = self._exchange(spec, timeout_s, label)
+        except RuntimeError as exc:
+            return failed_result(spec, Status.ERROR, str(exc), 0.0)
+        if lost is not None:
+            timed_out = lost.status == Status.TIMEOUT
+            text = f"cell ran past the {timeout_s:g} s timeout" if timed_out else lost.reason
+            return failed_result(spec, lost.status, lost.with_where(text), lost.wall_s,
+                                 log_text=lost.output, worker_output=lost.excerpt)
         return result
 
-    def close(self) -> None:
-        """Ask the worker to finish, then make sure it is gone."""
-        if self._process is not None and self._process.is_alive():
+    def probe(self, request: ProbeRequest, timeout_s: float) -> ProbeResult:
+        """Probe one backend in the worker; a probe that crashes or hangs becomes an error or a timeout."""
+        try:
+            result, lost = self._exchange(request, timeout_s, f"the probe of {request.backend}")
+        except RuntimeError as exc:
+            return ProbeResult(ERROR, str(exc))
+        if lost is None:
+            return result
+        if lost.status == Status.TIMEOUT:
+            text = f"probe() ran past the {timeout_s:g} s probe timeout"
+            return ProbeResult(TIMEOUT, lost.with_where(text), lost.output)
+        return ProbeResult(ERROR, lost.with_where(f"probe() crashed the worker: {lost.reason}"), lost.output)
+
+    def close(self, graceful: bool = True) -> None:
+        """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""
+        if graceful and self._process is not None and self._process.is_alive():
             try:
                 self._conn.send(None)
-                self._process.join(10)
+                self._process.join(EXIT_WAIT_S)
             except (BrokenPipeError, OSError):
                 pass
         self._discard()
+
+
+def pool_prober(pool: WorkerPool, timeout_s: float) -> Prober:
+    """A prober (``apex_core.probing.Probes``) that probes in ``pool``'s worker under ``timeout_s``."""
+    return lambda request: pool.probe(request, timeout_s)

@@ -12,6 +12,7 @@ from apex_core.cli.history_args import add_history_args
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
 from apex_core.interfaces import PROFILES
+from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 
 EXIT_CODES = """\
 exit codes:
@@ -213,6 +214,9 @@ def build_run_parser() -> OneLineParser:
     tim = add_sampling_args(parser, "cell")
     tim.add_argument("--timeout", type=positive_seconds, default=600.0,
                      help="seconds one cell may take, build included (default 600)")
+    tim.add_argument("--probe-timeout", type=positive_seconds, default=DEFAULT_PROBE_TIMEOUT_S,
+                     help="seconds one backend's probe may take before its cells (and its --list row) "
+                     f"become timeouts (default {DEFAULT_PROBE_TIMEOUT_S:g})")
     trt = parser.add_argument_group(
         "tensorrt", "options of the tensorrt-engine and tensorrt-plugin backends (see docs/tensorrt.md)")
     trt.add_argument("--trt-engine-path", metavar="PATH",

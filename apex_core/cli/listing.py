@@ -1,31 +1,30 @@
-"""``apex-bench --list``: every backend and workload, with availability and reasons."""
+"""``apex-bench --list``: every backend and workload, with availability and reasons.
+
+Backends are probed in a worker process, each under the probe timeout, so a probe
+that crashes or hangs shows as an ``error`` or ``timeout`` row instead of taking
+the listing with it (``--inline`` probes in this process).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_prober
 from apex_core.registry import Registry
 from apex_core.results import PluginRow
+from apex_core.workers import WorkerPool, pool_prober
 
 
-def plugin_rows(registry: Registry, device: str) -> list[PluginRow]:
-    """One row per discovered plugin; backends are probed on ``device``."""
+def plugin_rows(registry: Registry, device: str, probes: Probes | None = None) -> list[PluginRow]:
+    """One row per discovered plugin; backends are probed on ``device`` (in this process by default)."""
+    probes = probes or Probes(registry.backends, inline_prober(registry.backends))
     rows: list[PluginRow] = []
     for name, backend in sorted(registry.backends.items()):
         source = registry.sources.get(("backend", name), "")
-        try:
-            availability = backend.probe(device) if device in backend.devices else None
-        except Exception as exc:
-            rows.append(PluginRow("backend", name, source, "error", f"probe raised {exc!r}",
-                                  backend.description))
-            continue
-        if availability is None:
-            reason = f"runs on {', '.join(sorted(backend.devices))}, not {device}"
-            rows.append(PluginRow("backend", name, source, "unavailable", reason, backend.description))
-        else:
-            status = "ok" if availability.ok else "unavailable"
-            rows.append(PluginRow("backend", name, source, status, availability.reason,
-                                  backend.description))
+        result = probes.result(name, device)
+        rows.append(PluginRow("backend", name, source, result.status,
+                              result.reason, backend.description))
     for name, workload in sorted(registry.workloads.items()):
         source = registry.sources.get(("workload", name), "")
         cases = ", ".join(workload.case_names)
@@ -34,7 +33,27 @@ def plugin_rows(registry: Registry, device: str) -> list[PluginRow]:
     return sorted(rows, key=lambda r: (r.group, r.name))
 
 
-def print_listing(registry: Registry, device: str, console: Any = None) -> None:
+def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[str, Any]], *,
+                 inline: bool = False, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+                 console: Any = None) -> None:
+    """Print the listing; backends get ``options`` first (availability may depend on them)."""
+    for name, values in options.items():
+        if name in registry.backends:
+            registry.backends[name].configure(values)  # a bad value is a usage error, here
+    pool = None if inline else WorkerPool()
+    prober = inline_prober(registry.backends) if pool is None else pool_prober(pool, probe_timeout_s)
+    probes = Probes(registry.backends, prober, lambda name: dict(options.get(name, {})))
+    finished = False
+    try:
+        rows = plugin_rows(registry, device, probes)
+        finished = True
+    finally:
+        if pool is not None:
+            pool.close(graceful=finished)
+    print_listing(rows, device, console)
+
+
+def print_listing(rows: list[PluginRow], device: str, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -43,7 +62,7 @@ def print_listing(registry: Registry, device: str, console: Any = None) -> None:
         table = Table(title=f"{group}s (device {device})" if group == "backend" else "workloads")
         for column in ("name", "status", "reason / cases", "description", "source"):
             table.add_column(column, overflow="fold")
-        for row in plugin_rows(registry, device):
+        for row in rows:
             if row.group == group:
                 table.add_row(row.name, row.status, row.reason, row.description, row.source)
         console.print(table)

@@ -12,7 +12,7 @@ import attrs
 from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.history_args import record_run
-from apex_core.cli.listing import print_listing
+from apex_core.cli.listing import list_plugins
 from apex_core.cli.progress import Progress
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.environment import capture_environment
@@ -144,11 +144,8 @@ def run_command(args: Any) -> int:
     device = args.device or default_device()
     check_device(device)
     if args.list:
-        # availability depends on these flags too (e.g. --trt-plugin-lib)
-        for name, options in backend_options_from_args(args).items():
-            if name in registry.backends:
-                registry.backends[name].configure(options)
-        print_listing(registry, device)
+        list_plugins(registry, device, backend_options_from_args(args), inline=args.inline,
+                     probe_timeout_s=args.probe_timeout)
         return 0
     timing = timing_options(args, device)
     plan = build_plan(registry, workloads=args.workloads, backends=args.backends, device=device,
@@ -166,7 +163,7 @@ def run_command(args: Any) -> int:
         recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
         try:
             report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
-                              environment=env, on_cell=recorder)
+                              environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout)
         except KeyboardInterrupt as stop:
             recorder.write("interrupted")
             print(f"interrupted: partial report in {json_path}", flush=True)

@@ -119,6 +119,8 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         )
         if cell.timing.kernel is not None:
             record["kernel_activity"] = attrs.asdict(cell.timing.kernel)
+    if cell.worker_output:
+        record["worker_output"] = cell.worker_output
     if cell.telemetry is not None:
         record["telemetry"] = json_safe(attrs.asdict(cell.telemetry))
     if cell.derived is not None:

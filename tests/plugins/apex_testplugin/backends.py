@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 import time
 
 from apex_core.interfaces import Backend, Prepared
@@ -138,3 +140,74 @@ class SyncingBackend(WorkingBackend):
             return outputs
 
         return Prepared(run)
+
+
+# The probe faults below are opt-in, so listings and bare runs of other tests stay fast:
+# without this variable the two backends say they are unavailable.
+PROBE_FAULTS = "APEX_TESTPLUGIN_PROBE_FAULTS"
+
+
+def _probe_faults_on() -> bool:
+    return os.environ.get(PROBE_FAULTS) == "1"
+
+
+class ProbeSegfaultBackend(WorkingBackend):
+    """Kills its process with a segmentation fault in probe() (with APEX_TESTPLUGIN_PROBE_FAULTS=1)."""
+
+    name = "test-probe-segfault"
+    description = "third-party backend whose probe segfaults"
+
+    def probe(self, device):
+        if not _probe_faults_on():
+            return Availability.no(f"misbehaves only with {PROBE_FAULTS}=1")
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+        raise AssertionError("unreachable")
+
+
+class ProbeHangsBackend(WorkingBackend):
+    """Never returns from probe() (with APEX_TESTPLUGIN_PROBE_FAULTS=1)."""
+
+    name = "test-probe-hangs"
+    description = "third-party backend whose probe hangs"
+
+    def probe(self, device):
+        if not _probe_faults_on():
+            return Availability.no(f"misbehaves only with {PROBE_FAULTS}=1")
+        while True:
+            time.sleep(1)
+
+
+def _start_helper():
+    """A helper process, as a backend that drives a server or a compiler daemon would start."""
+    return subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+class SpawnsHelperBackend(WorkingBackend):
+    """Starts a helper process while preparing, then hangs in the timed call."""
+
+    name = "test-spawns-helper"
+    description = "third-party backend that starts a helper process and then hangs"
+
+    def prepare(self, workload, case, inputs):
+        helper = _start_helper()
+        print(f"test-spawns-helper: started helper {helper.pid}", file=sys.stderr, flush=True)
+
+        def run():
+            while True:
+                time.sleep(1)
+
+        return Prepared(run)
+
+
+class SpawnsHelperCrashBackend(WorkingBackend):
+    """Starts a helper process while preparing, then segfaults."""
+
+    name = "test-spawns-helper-crash"
+    description = "third-party backend that starts a helper process and then segfaults"
+
+    def prepare(self, workload, case, inputs):
+        helper = _start_helper()
+        print(f"test-spawns-helper-crash: started helper {helper.pid}", file=sys.stderr, flush=True)
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+        raise AssertionError("unreachable")
