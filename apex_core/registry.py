@@ -113,6 +113,8 @@ class Registry:
         self.workloads = dict(workloads)
         self.broken = tuple(broken)
         self.sources = dict(sources or {})
+        # objects given in memory (from_objects): a worker process gets them pickled
+        self.in_memory: tuple[tuple[Backend, ...], tuple[Workload, ...]] = ((), ())
 
     @classmethod
     def discover(cls, loader: Any = load_entry_points) -> Registry:
@@ -123,8 +125,47 @@ class Registry:
 
     @classmethod
     def from_objects(cls, backends: Iterable[Backend], workloads: Iterable[Workload]) -> Registry:
-        """A registry of in-memory objects, for library users who skip entry points."""
-        return cls({b.name: b for b in backends}, {w.name: w for w in workloads})
+        """A registry of in-memory objects, for library users who skip entry points.
+
+        With process isolation the objects are pickled to the worker (their classes must be
+        importable there: defined at module level, in a module or the main script);
+        ``in_memory_blob`` says why not when they cannot be.
+        """
+        backends, workloads = tuple(backends), tuple(workloads)
+        registry = cls({b.name: b for b in backends}, {w.name: w for w in workloads})
+        registry.in_memory = (backends, workloads)
+        return registry
+
+    def in_memory_blob(self) -> bytes:
+        """The in-memory objects pickled for a worker process (b"" when there are none).
+
+        Raises ``UsageError`` naming the object that cannot cross to another process.
+        """
+        if not any(self.in_memory):
+            return b""
+        import pickle
+
+        for obj in (*self.in_memory[0], *self.in_memory[1]):
+            try:
+                pickle.dumps(obj)
+            except Exception as exc:
+                kind = type(obj)
+                raise UsageError(
+                    f"{kind.__module__}.{kind.__qualname__} ({getattr(obj, 'name', '?')!r}) cannot be sent to "
+                    f"the worker process ({type(exc).__name__}: {exc}); define the class at module level "
+                    "(not inside a function), or run with isolation='inline'") from None
+        return pickle.dumps(self.in_memory)
+
+    def add_in_memory(self, blob: bytes) -> None:
+        """In a worker: add the objects of ``in_memory_blob`` over what discovery found."""
+        if not blob:
+            return
+        import pickle
+
+        backends, workloads = pickle.loads(blob)
+        self.backends.update({b.name: b for b in backends})
+        self.workloads.update({w.name: w for w in workloads})
+        self.in_memory = (backends, workloads)
 
     def broken_names(self, group: str) -> list[str]:
         return [row.name for row in self.broken if row.group == group]

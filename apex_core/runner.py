@@ -115,7 +115,7 @@ def run_plan(
     timestamp = utc_now()
     configure_failures = configure_backends(plan, registry)
     env = environment if environment is not None else capture_environment(plan.device)
-    pool = WorkerPool() if isolation == "process" else None
+    pool = WorkerPool(registry.in_memory_blob()) if isolation == "process" else None
     probes = Probes(registry.backends, pool_prober(pool, probe_timeout_s) if pool is not None
                     else inline_prober(registry.backends), plan.options_for)
     results: list[CellResult] = []

@@ -78,7 +78,7 @@ def _capture_stderr(output_path: str) -> None:
     faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
 
 
-def worker_main(conn: Any, output_path: str, parent_pid: int) -> None:
+def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b"") -> None:
     """Entry point of the worker process: load plugins once, then serve requests until told to stop."""
     os.setsid()  # its own process group: the run can kill it with every helper it started
     _capture_stderr(output_path)
@@ -88,6 +88,7 @@ def worker_main(conn: Any, output_path: str, parent_pid: int) -> None:
     from apex_core.registry import Registry
 
     registry = Registry.discover()
+    registry.add_in_memory(plugins)  # a library caller's in-memory objects (Registry.from_objects)
     conn.send(("ready", None))
     while True:
         request = conn.recv()

@@ -98,7 +98,9 @@ def failed_result(spec: CellSpec, status: Status, reason: str, wall_s: float, *,
 class WorkerPool:
     """A single replaceable worker process, started with ``spawn`` (safe with CUDA)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plugins: bytes = b"") -> None:
+        # in-memory plugin objects, pickled (Registry.in_memory_blob): each worker adds them
+        self._plugins = plugins
         self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Any = None
@@ -107,7 +109,7 @@ class WorkerPool:
     def _start(self) -> None:
         output = WorkerOutput()
         parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid()),
+        process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins),
                                     daemon=True, name="apex-bench-worker")
         process.start()
         child.close()
