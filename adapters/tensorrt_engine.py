@@ -30,6 +30,7 @@ from adapters.tensorrt_common import (
     profile_around,
     tensorrt_reason,
 )
+from apex_core.backend_options import BackendOption
 from apex_core.correctness import DTYPES
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.errors import UsageError
@@ -102,6 +103,11 @@ class TensorRTEngineBackend(Backend):
 
     name = "tensorrt-engine"
     description = "a TensorRT engine (serialized with --trt-engine-path, or built with --trt-build)"
+    option_specs = (
+        BackendOption("engine_path", "path", "a serialized engine to time (alias --trt-engine-path)"),
+        BackendOption("engine_workload", "str", "the workload whose inputs it takes (default ff-infer)"),
+        BackendOption("build", "bool", "build each cell's engine from the ONNX export (alias --trt-build)"),
+    )
 
     def __init__(self) -> None:
         self.options = EngineOptions()

@@ -30,6 +30,7 @@ from adapters.tensorrt_common import (
     plugin_library_paths,
     tensorrt_reason,
 )
+from apex_core.backend_options import BackendOption
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
@@ -103,6 +104,10 @@ class TensorRTPluginBackend(Backend):
 
     name = "tensorrt-plugin"
     description = "TensorRT plugin layers (namespace apexx) from --trt-plugin-lib or APEXX_TRT_PLUGIN_LIB"
+    option_specs = (
+        BackendOption("plugin_libs", "path", "a shared library registering the apexx plugins "
+                      "(alias --trt-plugin-lib)", repeatable=True),
+    )
 
     def __init__(self) -> None:
         self.given_libraries: tuple[str, ...] = ()

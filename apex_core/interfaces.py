@@ -152,6 +152,9 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
+    # the options this backend takes (apex_core.backend_options.BackendOption): offered on the
+    # command line as --backend-opt NAME.KEY=VALUE, shown by --list, handed to configure()
+    option_specs: ClassVar[tuple[Any, ...]] = ()
 
     def configure(self, options: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Take this backend's run options (``backend_options[name]``, empty when none were given).

@@ -217,8 +217,12 @@ def build_run_parser() -> OneLineParser:
     tim.add_argument("--probe-timeout", type=positive_seconds, default=DEFAULT_PROBE_TIMEOUT_S,
                      help="seconds one backend's probe may take before its cells (and its --list row) "
                      f"become timeouts (default {DEFAULT_PROBE_TIMEOUT_S:g})")
+    sel.add_argument("--backend-opt", dest="backend_opts", action="append", default=[],
+                     metavar="NAME.KEY=VALUE", help="an option of one backend, as the backend declares it "
+                     "(repeatable; --list shows each backend's options)")
     trt = parser.add_argument_group(
-        "tensorrt", "options of the tensorrt-engine and tensorrt-plugin backends (see docs/tensorrt.md)")
+        "tensorrt", "aliases of the tensorrt-engine and tensorrt-plugin backends' options "
+        "(--backend-opt tensorrt-engine.engine_path=... ; see docs/tensorrt.md)")
     trt.add_argument("--trt-engine-path", metavar="PATH",
                      help="serialized TensorRT engine (.engine/.plan) for the workload named with "
                      "--workloads (default ff-infer); other workloads are skipped by tensorrt-engine")

@@ -51,6 +51,26 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
         if pool is not None:
             pool.close(graceful=finished)
     print_listing(rows, device, console)
+    print_options(registry, console)
+
+
+def print_options(registry: Registry, console: Any = None) -> None:
+    """The options each backend declares, as ``--backend-opt NAME.KEY=VALUE`` takes them."""
+    from rich.console import Console
+    from rich.table import Table
+
+    specs = [(name, spec) for name, backend in sorted(registry.backends.items())
+             for spec in getattr(backend, "option_specs", ())]
+    if not specs:
+        return
+    console = console or Console(width=160)
+    table = Table(title="backend options (--backend-opt NAME.KEY=VALUE)")
+    for column in ("backend", "key", "type", "meaning"):
+        table.add_column(column, overflow="fold")
+    for name, spec in specs:
+        kind = f"{spec.type}, repeatable" if spec.repeatable else spec.type
+        table.add_row(name, spec.key, kind, spec.help)
+    console.print(table)
 
 
 def print_listing(rows: list[PluginRow], device: str, console: Any = None) -> None:

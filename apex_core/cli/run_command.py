@@ -80,8 +80,18 @@ def _engine_workload(selectors: list[str] | None) -> str | None:
     return names[0]
 
 
-def backend_options_from_args(args: Any) -> dict[str, dict[str, Any]]:
-    """The run flags meant for particular backends, keyed by backend name (only those given)."""
+def backend_options_from_args(args: Any, registry: Registry | None = None) -> dict[str, dict[str, Any]]:
+    """The run flags meant for particular backends, keyed by backend name (only those given):
+    ``--backend-opt`` checked against each backend's declared options, and the ``--trt-*`` aliases."""
+    from apex_core.backend_options import merge_options, parse_backend_opts
+
+    declared = parse_backend_opts(getattr(args, "backend_opts", []) or [], registry.backends) \
+        if registry is not None else {}
+    return merge_options(_alias_options(args), declared)
+
+
+def _alias_options(args: Any) -> dict[str, dict[str, Any]]:
+    """The ``--trt-*`` flags, as the options of the TensorRT backends."""
     options: dict[str, dict[str, Any]] = {}
     if args.trt_engine_path and args.trt_build:
         raise UsageError("--trt-engine-path and --trt-build exclude each other: give a serialized "
@@ -144,14 +154,14 @@ def run_command(args: Any) -> int:
     device = args.device or default_device()
     check_device(device)
     if args.list:
-        list_plugins(registry, device, backend_options_from_args(args), inline=args.inline,
+        list_plugins(registry, device, backend_options_from_args(args, registry), inline=args.inline,
                      probe_timeout_s=args.probe_timeout)
         return 0
     timing = timing_options(args, device)
     plan = build_plan(registry, workloads=args.workloads, backends=args.backends, device=device,
                       dtypes=tuple(args.dtype or default_dtypes(device)), profile=args.profile,
                       overrides=args.overrides, seed=args.seed, timing=timing,
-                      timeout_s=args.timeout, backend_options=backend_options_from_args(args))
+                      timeout_s=args.timeout, backend_options=backend_options_from_args(args, registry))
     json_path, md_path, log_path = output_paths(args)
     gate = gate_from_run_args(args, json_path)
     env = capture_environment(device)

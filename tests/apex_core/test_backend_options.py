@@ -183,3 +183,69 @@ def test_cli_flag_mistakes_are_usage_errors():
         backend_options_from_args(parse("--trt-engine-path", "a.plan", "--trt-build"))
     with pytest.raises(UsageError, match="serves one workload"):
         backend_options_from_args(parse("--trt-engine-path", "a.plan", "--workloads", "tilepack,ff-infer"))
+
+
+# --backend-opt: options every backend declares ------------------------------------------------
+
+
+def _declared_registry():
+    from apex_core.backend_options import BackendOption
+
+    class Tunable(Eager):
+        name = "tunable"
+        option_specs = (BackendOption("block", "int", "block size"),
+                        BackendOption("fast", "bool", "take the fast path"),
+                        BackendOption("lib", "path", "a library", repeatable=True))
+
+    return Registry.from_objects([Tunable(), Eager()], [Axpy()])
+
+
+def test_backend_opt_is_checked_against_the_declared_options(tmp_path, monkeypatch):
+    from apex_core.backend_options import parse_backend_opts
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.so").write_text("")
+    backends = _declared_registry().backends
+    got = parse_backend_opts(["tunable.block=64", "tunable.fast=yes", "tunable.lib=mine.so",
+                              "tunable.lib=libc.so.6"], backends)
+    assert got == {"tunable": {"block": 64, "fast": True, "lib": [str(tmp_path / "mine.so"), "libc.so.6"]}}
+    for bad, fragment in (("tunable.block=big", "expected an integer"), ("tunable.fast=maybe", "true or false"),
+                          ("tunable.color=red", "has no option 'color'; its options: block, fast, lib"),
+                          ("eager.x=1", "its options: none"), ("nobody.x=1", "unknown backend 'nobody'"),
+                          ("tunable.block", "NAME.KEY=VALUE"), ("block=1", "NAME.KEY=VALUE")):
+        with pytest.raises(UsageError, match=fragment):
+            parse_backend_opts([bad], backends)
+    with pytest.raises(UsageError, match="given twice"):
+        parse_backend_opts(["tunable.block=1", "tunable.block=2"], backends)
+
+
+def test_backend_opt_and_the_trt_aliases_meet_in_one_mapping(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    registry = Registry.discover()
+    args = parse("--trt-plugin-lib", "libone.so", "--backend-opt", "tensorrt-plugin.plugin_libs=libtwo.so",
+                 "--backend-opt", "tensorrt-engine.build=true")
+    assert backend_options_from_args(args, registry) == {
+        "tensorrt-plugin": {"plugin_libs": ["libone.so", "libtwo.so"]}, "tensorrt-engine": {"build": True}}
+    clash = parse("--trt-engine-path", "a.plan",
+                  "--backend-opt", f"tensorrt-engine.engine_path={tmp_path}/b.plan")
+    with pytest.raises(UsageError, match="two values"):
+        backend_options_from_args(clash, registry)
+
+
+def test_backend_opt_reaches_configure_in_the_worker_and_list_shows_the_options(tmp_path):
+    from tests.conftest import run_cli
+
+    listed = run_cli(["--list", "--device", "cpu"], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert all(word in listed.stdout for word in ("backend options", "engine_path", "plugin_libs"))
+    bad = run_cli(["--device", "cpu", "--backend-opt", "torch-reference.x=1"], cwd=tmp_path)
+    assert bad.returncode == 2 and "its options: none" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    done = run_cli(["--device", "cpu", "--profile", "smoke", "--workloads", "tilepack", "--backends",
+                    "torch-reference,tensorrt-engine", "--backend-opt", "tensorrt-engine.build=true",
+                    "--output-json", "r.json", "--output-md", "r.md", "--no-history"], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["config"]["backend_options"] == {"tensorrt-engine": {"build": True}}
