@@ -1,8 +1,12 @@
-"""Runs the ``apex_kernels`` Triton kernels; on the CPU only under ``TRITON_INTERPRET=1``."""
+"""Runs the ``apex_kernels`` Triton kernels; on the CPU only under ``TRITON_INTERPRET=1``.
+
+``triton_ops`` maps a case to a kernel function's arguments; the cell times the bound
+launcher as is, with nothing tracked per call; ``triton_autotune`` reads what the
+autotuners chose once, after the cell.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -57,31 +61,28 @@ class TritonBackend(Backend):
         return Availability.no(reason) if reason else Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        from apex_kernels import KERNELS
+        from adapters.triton_ops import OPS
 
-        if workload.name not in KERNELS:
+        if workload.name not in OPS:
             return Support.no(f"apex_kernels has no Triton kernel for {workload.name}")
-        module = importlib.import_module(KERNELS[workload.name].partition(":")[0])
-        reason = module.supports(case, dtype_name) if hasattr(module, "supports") else None
+        reason = OPS[workload.name].supports(case, dtype_name)
         return Support.no(reason) if reason else Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
-        from apex_kernels import KERNELS
-        from apex_kernels.tuning import TRACKER
+        from adapters.triton_autotune import autotune_entries, cached_keys
+        from adapters.triton_ops import OPS
 
-        module_path, _, factory_name = KERNELS[workload.name].partition(":")
-        factory = getattr(importlib.import_module(module_path), factory_name)
-        TRACKER.reset()
+        launcher = OPS[workload.name].bind(workload, case, inputs)
+        # after binding: the kernel modules are imported, and no launch has run yet
         tuning = None if interpreting() else tune_with_held_timer()
-        fn, outputs, metadata = factory(case, inputs)
+        before = cached_keys(launcher.launches)
 
-        def launches() -> dict:
-            # Read after the cell's last call: the autotuner's real choice and every launch.
-            return {"triton_autotune": TRACKER.snapshot()}
+        def chosen() -> dict:
+            # read once after the cell's last call: the autotuners' choices for its launches
+            return {"triton_autotune": autotune_entries(launcher.launches, before)}
 
         if interpreting():
-            return Prepared(fn, outputs, metadata, INTERPRETER_NOTE, "triton_interpreter",
-                            report_metadata=launches)
-        tune_with_held_timer()  # again: the factory may have imported more kernel modules
-        metadata = {**metadata, "autotune_timer": tuning}
-        return Prepared(fn, outputs, metadata, report_metadata=launches)
+            return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
+                            "triton_interpreter", report_metadata=chosen)
+        metadata = {**launcher.metadata, "autotune_timer": tuning}
+        return Prepared(launcher.run, launcher.outputs, metadata, report_metadata=chosen)

@@ -17,10 +17,18 @@ import torch
 import triton
 import triton.language as tl
 
-from apex_core.results import Case
-from apex_kernels.tuning import TRACKER, autotune_configs, pin_config
+from apex_kernels._utils import (
+    KernelLaunch,
+    Launcher,
+    autotune_configs,
+    check_tensors,
+    config_dict,
+    dtype_name,
+    output_buffer,
+    pin_config,
+    sequential,
+)
 
-SUPPORTED_DTYPES = ("fp32", "fp16", "bf16")
 _INT32_LIMIT = 2**31  # offsets inside one image are int32; the batch offset is int64
 _GRID_LIMIT = 65535  # CUDA limit of grid dimensions 1 and 2
 
@@ -107,51 +115,45 @@ def _fusiongate_kernel(
         tl.store(fused_ptr + img + offs, fused.to(fused_ptr.dtype.element_ty), mask=mask)
 
 
-def supports(case: Case, dtype_name: str) -> str | None:
-    """A reason this kernel cannot run ``case`` in ``dtype_name``, or None when it can."""
-    if dtype_name not in SUPPORTED_DTYPES:
-        return f"fusiongate kernel supports {', '.join(SUPPORTED_DTYPES)}, not {dtype_name}"
-    p = case.params
-    if p.channels * p.height * p.width >= _INT32_LIMIT:
+def shape_reason(batch: int, channels: int, height: int, width: int) -> str | None:
+    """Why this kernel cannot run a ``[B, C, H, W]`` map, or None when it can."""
+    if channels * height * width >= _INT32_LIMIT:
         return "fusiongate kernel needs C*H*W < 2**31 (int32 offsets within one image)"
-    if p.batch > _GRID_LIMIT:
+    if batch > _GRID_LIMIT:
         return f"fusiongate kernel needs batch <= {_GRID_LIMIT} (grid dimension 2)"
-    if p.channels > _MAX_CHANNELS:
+    if channels > _MAX_CHANNELS:
         return f"fusiongate kernel needs channels <= {_MAX_CHANNELS} (grid dimension 1)"
     return None
 
 
-def _check_inputs(inputs: dict[str, torch.Tensor]) -> tuple[int, int, int, int]:
-    """Shapes (B, C, H, W), checked once here so the launch path never validates."""
-    base = inputs["base"]
-    if base.dim() != 4:
-        raise ValueError(f"base must be [B, C, H, W], got shape {list(base.shape)}")
-    b, c, h, w = base.shape
-    expected = {"boundary": (b, 1, h, w), "uncertainty": (b, 1, h, w),
-                "base": (b, c, h, w), "detail": (b, c, h, w), "wb": (), "wu": (), "bias": ()}
-    for name, shape in expected.items():
-        t = inputs[name]
-        if tuple(t.shape) != shape:
-            raise ValueError(f"{name} has shape {list(t.shape)}, expected {list(shape)}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous (the kernel assumes NCHW strides)")
-    if inputs["detail"].dtype != base.dtype:
-        raise ValueError(f"detail is {inputs['detail'].dtype}, base is {base.dtype}")
-    if c * h * w >= _INT32_LIMIT or b > _GRID_LIMIT or c > _MAX_CHANNELS:
-        raise ValueError(f"shape {[b, c, h, w]} is beyond this kernel's limits")
-    return b, c, h, w
+def fusiongate_launcher(boundary: torch.Tensor, uncertainty: torch.Tensor, base: torch.Tensor,
+                        detail: torch.Tensor, wb: torch.Tensor, wu: torch.Tensor,
+                        bias: torch.Tensor, *, alpha_out: torch.Tensor | None = None,
+                        fused_out: torch.Tensor | None = None,
+                        config: triton.Config | None = None) -> Launcher:
+    """Bind the fusion gate to its tensors; each call of the result gates their current contents.
 
-
-def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
-                  config: triton.Config | None = None) -> tuple[Any, dict, dict]:
-    """Return ``(fn, outputs, metadata)``; ``fn()`` gates the current ``inputs`` into ``outputs``.
-
-    ``config`` pins one of ``CONFIGS`` instead of autotuning (tests use it to run each).
+    ``boundary``, ``uncertainty`` ``[B, 1, H, W]``; ``base``, ``detail`` ``[B, C, H, W]`` of
+    one dtype; ``wb``, ``wu``, ``bias`` 0-dim tensors on the device (read by the kernel, so
+    a call never synchronises the host). ``config`` pins one of ``CONFIGS`` instead of
+    autotuning (tests use it to run each). Outputs ``alpha`` and ``fused``.
     """
-    b, c, h, w = _check_inputs(inputs)
-    base = inputs["base"]
-    alpha = torch.empty((b, 1, h, w), dtype=base.dtype, device=base.device)
-    fused = torch.empty_like(base)
+    if base.dim() != 4:
+        raise ValueError(f"fusiongate: base must be [B, C, H, W], got shape {list(base.shape)}")
+    b, c, h, w = base.shape
+    tensors = {"boundary": boundary, "uncertainty": uncertainty, "base": base, "detail": detail,
+               "wb": wb, "wu": wu, "bias": bias}
+    check_tensors("fusiongate", tensors,
+                  {"boundary": (b, 1, h, w), "uncertainty": (b, 1, h, w), "detail": (b, c, h, w),
+                   "wb": (), "wu": (), "bias": ()})
+    if detail.dtype != base.dtype:
+        raise ValueError(f"fusiongate: detail is {dtype_name(detail.dtype)}, "
+                         f"base is {dtype_name(base.dtype)}")
+    reason = shape_reason(b, c, h, w)
+    if reason:
+        raise ValueError(f"fusiongate: shape {[b, c, h, w]}: {reason}")
+    alpha = output_buffer(alpha_out, "alpha_out", base, (b, 1, h, w))
+    fused = output_buffer(fused_out, "fused_out", base, (b, c, h, w))
     outputs = {"alpha": alpha, "fused": fused}
     hw = h * w
 
@@ -160,17 +162,20 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor], *,
         return (triton.cdiv(hw, meta["BLOCK_P"]),
                 triton.cdiv(c, meta["BLOCK_C"] * meta["C_ITERS"]), b)
 
-    args = (inputs["boundary"], inputs["uncertainty"], inputs["base"], inputs["detail"],
-            inputs["wb"], inputs["wu"], inputs["bias"], alpha, fused, c, hw)
-    bucket = f"B{b}_C{c}_HW{hw}_{str(base.dtype).removeprefix('torch.')}"
-
     kernel, pinned = pin_config(_fusiongate_kernel, config)
-
-    def fn() -> dict[str, torch.Tensor]:
-        TRACKER.launch("fusiongate", kernel, grid, bucket, *args,
-                       heuristic_config=pinned or None, **pinned)
-        return outputs
-
+    launch = KernelLaunch("fusiongate", kernel, grid,
+                          (boundary, uncertainty, base, detail, wb, wu, bias, alpha, fused, c, hw),
+                          pinned, f"B{b}_C{c}_HW{hw}_{dtype_name(base.dtype)}", pinned or None)
     metadata = {"kernel": "fusiongate_single_pass", "autotune_key": ["HW", "C"],
-                "configs": 1 if pinned else len(autotune_configs(CONFIGS)), "pinned": pinned}
-    return fn, outputs, metadata
+                "configs": 1 if pinned else len(autotune_configs(CONFIGS)),
+                "pinned": config_dict(config) if config is not None else {}}
+    return Launcher(sequential([launch], outputs), outputs, (launch,), metadata)
+
+
+def fusiongate(boundary: torch.Tensor, uncertainty: torch.Tensor, base: torch.Tensor,
+               detail: torch.Tensor, wb: torch.Tensor, wu: torch.Tensor,
+               bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(alpha, fused)``: ``alpha = sigmoid(softplus(wb)*boundary + softplus(wu)*uncertainty
+    + bias)`` on sanitized proxies, ``fused = base + alpha * (detail - base)``."""
+    outputs = fusiongate_launcher(boundary, uncertainty, base, detail, wb, wu, bias)()
+    return outputs["alpha"], outputs["fused"]

@@ -15,20 +15,21 @@ import torch
 import triton
 import triton.language as tl
 
-from apex_core.results import Case
-from apex_kernels.tilepack import Launcher, check_data_tensors, dtype_reason, shape_bucket
-from apex_kernels.tuning import TRACKER, autotune_configs
+from apex_kernels._utils import (
+    KernelLaunch,
+    Launcher,
+    autotune_configs,
+    check_tensors,
+    output_buffer,
+    sequential,
+    shape_bucket,
+)
 
 # Selected ids binned per vector step; larger K is binned in chunks.
 MAX_KC = 1024
 # Pixels per channel a program covers (columns x rows), before BLOCK_C multiplies it.
 COLUMN_BUDGET = 128
 PIXEL_BUDGET = 1024
-
-
-def supports(case: Case, dtype_name: str) -> str | None:
-    """Reason tile-stage1 cannot run this case in ``dtype_name``, or None."""
-    return dtype_reason("tile-stage1", dtype_name)
 
 
 # The band is ~1024 pixels per channel at t = 8 (8 rows x 128 columns); a program does
@@ -138,31 +139,42 @@ def band_shape(tile_size: int, tiles_per_row: int, column_budget: int | None = N
     return tp, rb, ntb
 
 
-def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    """Allocate ``out`` once; return the launch closure, the outputs and the launch metadata."""
-    names = ("x", "idx", "vs", "vb", "gs", "gb")
-    check_data_tensors("tile-stage1", {n: inputs[n] for n in names})
-    x, idx, vs, vb, gs, gb = (inputs[n] for n in names)
+def tile_stage1_launcher(x: torch.Tensor, indices: torch.Tensor, value_scale: torch.Tensor,
+                         value_bias: torch.Tensor, gate_scale: torch.Tensor,
+                         gate_bias: torch.Tensor, tile_size: int,
+                         out: torch.Tensor | None = None) -> Launcher:
+    """Bind tile-stage1 to its tensors; each call of the result runs on their current contents.
+
+    ``x [B, C, H, W]``, ``indices [B, K]`` (int32 tile ids, unique within a row: not
+    checked here), the four per-channel vectors ``[C]``; ``out`` like ``x``.
+    """
+    vectors = {"value_scale": value_scale, "value_bias": value_bias, "gate_scale": gate_scale,
+               "gate_bias": gate_bias}
+    if x.dim() != 4 or indices.dim() != 2 or indices.shape[0] != x.shape[0]:
+        raise ValueError(f"tile-stage1: x must be [B, C, H, W] and indices [B, K], got "
+                         f"{list(x.shape)} and {list(indices.shape)}")
     b, c, h, w = x.shape
-    k, t = idx.shape[1], case.params.tile_size
+    check_tensors("tile-stage1", {"x": x, "indices": indices, **vectors},
+                  {name: (c,) for name in vectors})
+    k, t = indices.shape[1], tile_size
+    if t < 1 or h % t or w % t:
+        raise ValueError(f"tile-stage1: tile_size {t} must divide height {h} and width {w}")
     per_row = w // t
     tp, rb, ntb = band_shape(t, per_row)
     kc = min(triton.next_power_of_2(k), MAX_KC)
     programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
-    out = torch.empty_like(x)
-    outputs = {"out": out}
-    bucket = shape_bucket(b, c, h, w, t, k)
+    result = output_buffer(out, "out", x, (b, c, h, w))
+    outputs = {"out": result}
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
-    def launch() -> dict[str, torch.Tensor]:
-        TRACKER.launch("tile-stage1", _stage1_kernel, grid, bucket,
-                       x, idx, vs, vb, gs, gb, out, c, h, w, k,
-                       T=t, TP=tp, RB=rb, NTB=ntb, KC=kc)
-        return outputs
-
+    launch = KernelLaunch("tile-stage1", _stage1_kernel, grid,
+                          (x, indices, value_scale, value_bias, gate_scale, gate_bias, result,
+                           c, h, w, k),
+                          {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc},
+                          shape_bucket(b, c, h, w, t, k))
     metadata = {
         "kernel": "_stage1_kernel",
         "decomposition": "axis0 = (b, tile row, row chunk, tile-column block), axis1 = CB channel blocks",
@@ -173,4 +185,12 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
         "KC": kc,
         "autotuned": ["BLOCK_C", "CB", "num_warps"],
     }
-    return launch, outputs, metadata
+    return Launcher(sequential([launch], outputs), outputs, (launch,), metadata)
+
+
+def tile_stage1(x: torch.Tensor, indices: torch.Tensor, value_scale: torch.Tensor,
+                value_bias: torch.Tensor, gate_scale: torch.Tensor, gate_bias: torch.Tensor,
+                tile_size: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``(x*vs + vb) * max(x*gs + gb, 0)`` on the selected tiles' pixels, ``x`` elsewhere."""
+    return tile_stage1_launcher(x, indices, value_scale, value_bias, gate_scale, gate_bias,
+                                tile_size, out)()["out"]

@@ -1,58 +1,28 @@
 """Triton tilepack: gather the selected t x t tiles of an NCHW map into ``[B, K, C, t, t]``.
 
-Also home of the small helpers the tile kernels share (dtype support, shape buckets).
+``tilepack(features, indices, tile_size)`` returns ``packed[b, k, c, dy, dx] =
+features[b, c, y0 + dy, x0 + dx]``, where tile id ``i`` is row-major over the
+``(H / t) x (W / t)`` grid with origin ``(i // (W / t) * t, i % (W / t) * t)``. Order is
+kept and duplicates are allowed; ids must lie in the grid (not checked on the device).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from apex_core.results import Case
-from apex_kernels.tuning import TRACKER, autotune_configs
-
-SUPPORTED_DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
-
-Launcher = tuple[Callable[[], dict[str, torch.Tensor]], dict[str, torch.Tensor], dict[str, Any]]
-
-
-def dtype_reason(op_name: str, dtype_name: str) -> str | None:
-    """Why ``op_name`` cannot run in ``dtype_name`` (None when it can)."""
-    if dtype_name in SUPPORTED_DTYPES:
-        return None
-    return (f"the {op_name} Triton kernel supports {', '.join(SUPPORTED_DTYPES)}, not {dtype_name}"
-            " (loads and stores are typed by the input; fp8 has no arithmetic path here)")
-
-
-def check_data_tensors(op_name: str, tensors: dict[str, torch.Tensor]) -> None:
-    """Raise ``ValueError`` at prepare time for a dtype or layout the kernel cannot read."""
-    supported = set(SUPPORTED_DTYPES.values())
-    for name, tensor in tensors.items():
-        if tensor.is_floating_point() and tensor.dim() > 0 and tensor.dtype not in supported:
-            raise ValueError(f"{op_name}: input {name!r} has dtype {tensor.dtype}; "
-                             f"supported: {', '.join(SUPPORTED_DTYPES)}")
-        if not tensor.is_contiguous():
-            # a contiguous copy would not see the runner's in-place refreshes
-            raise ValueError(f"{op_name}: input {name!r} must be contiguous")
-
-
-def shape_bucket(b: int, c: int, h: int, w: int, t: int, k: int) -> str:
-    """The tracker's shape key, e.g. ``B1-C128-H128-W128-t8-K32``."""
-    return f"B{b}-C{c}-H{h}-W{w}-t{t}-K{k}"
-
-
-def supports(case: Case, dtype_name: str) -> str | None:
-    """Reason tilepack cannot run this case in ``dtype_name``, or None."""
-    return dtype_reason("tilepack", dtype_name)
-
+from apex_kernels._utils import (
+    KernelLaunch,
+    Launcher,
+    autotune_configs,
+    check_tensors,
+    output_buffer,
+    sequential,
+    shape_bucket,
+)
 
 # Pixels per channel one program covers; bigger tiles are split into row chunks.
 PIXEL_BUDGET = 512
@@ -107,27 +77,33 @@ def tile_rows_per_program(tile_size: int) -> tuple[int, int]:
     return tp, min(tp, max(1, PIXEL_BUDGET // tp))
 
 
-def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
-    """Allocate ``packed`` once; return the launch closure, the outputs and the launch metadata."""
-    features, idx = inputs["features"], inputs["idx"]
-    check_data_tensors("tilepack", {"features": features, "idx": idx})
+def tilepack_launcher(features: torch.Tensor, indices: torch.Tensor, tile_size: int,
+                      out: torch.Tensor | None = None) -> Launcher:
+    """Bind tilepack to its tensors; each call of the result packs their current contents.
+
+    ``features [B, C, H, W]`` (fp32, fp16 or bf16), ``indices [B, K]`` (int32 tile ids),
+    ``out [B, K, C, t, t]`` in the features' dtype (allocated when None).
+    """
+    check_tensors("tilepack", {"features": features, "indices": indices})
+    if features.dim() != 4 or indices.dim() != 2 or indices.shape[0] != features.shape[0]:
+        raise ValueError(f"tilepack: features must be [B, C, H, W] and indices [B, K], got "
+                         f"{list(features.shape)} and {list(indices.shape)}")
     b, c, h, w = features.shape
-    k, t = idx.shape[1], case.params.tile_size
+    k, t = indices.shape[1], tile_size
+    if t < 1 or h % t or w % t:
+        raise ValueError(f"tilepack: tile_size {t} must divide height {h} and width {w}")
     tp, rb = tile_rows_per_program(t)
     chunks = triton.cdiv(t, rb)
-    packed = torch.empty((b, k, c, t, t), dtype=features.dtype, device=features.device)
+    packed = output_buffer(out, "out", features, (b, k, c, t, t))
     outputs = {"packed": packed}
-    bucket = shape_bucket(b, c, h, w, t, k)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (b * k * chunks, triton.cdiv(c, meta["BLOCK_C"]))
 
-    def launch() -> dict[str, torch.Tensor]:
-        TRACKER.launch("tilepack", _tilepack_kernel, grid, bucket,
-                       features, idx, packed, c, h, w, k, T=t, TP=tp, RB=rb)
-        return outputs
-
+    launch = KernelLaunch("tilepack", _tilepack_kernel, grid,
+                          (features, indices, packed, c, h, w, k), {"T": t, "TP": tp, "RB": rb},
+                          shape_bucket(b, c, h, w, t, k))
     metadata = {
         "kernel": "_tilepack_kernel",
         "decomposition": "axis0 = (b, k, row chunk), axis1 = channel block",
@@ -136,4 +112,10 @@ def make_launcher(case: Case, inputs: dict[str, torch.Tensor]) -> Launcher:
         "RB": rb,
         "autotuned": ["BLOCK_C", "num_warps"],
     }
-    return launch, outputs, metadata
+    return Launcher(sequential([launch], outputs), outputs, (launch,), metadata)
+
+
+def tilepack(features: torch.Tensor, indices: torch.Tensor, tile_size: int,
+             out: torch.Tensor | None = None) -> torch.Tensor:
+    """Gather the ``indices`` tiles of ``features`` into ``[B, K, C, t, t]`` (see the module doc)."""
+    return tilepack_launcher(features, indices, tile_size, out)()["packed"]

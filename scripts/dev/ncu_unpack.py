@@ -9,8 +9,9 @@ import sys
 
 import torch
 
+from adapters.triton_ops import OPS
 from apex_core.workloads.tileunpack import TileUnpack
-from apex_kernels import tileunpack
+from apex_kernels.tileunpack import aligned, winner_map
 
 which = sys.argv[1]
 workload = TileUnpack()
@@ -21,10 +22,11 @@ inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
 # runs; for overlap the walk or the winner map
 path = which.split("-")[1]
 if path == "walk":
-    tileunpack.ALIGNED_MAX_K = 0
-tileunpack.RUNS_MIN_K = 0 if path == "runs" else 2**30
-tileunpack.OVERLAP_RUNS_MIN_K = 2**30 if path == "walk" else 0
-launch, outputs, meta = tileunpack.make_launcher(case, inputs)
+    aligned.ALIGNED_MAX_K = 0
+aligned.RUNS_MIN_K = 0 if path == "runs" else 2**30
+winner_map.OVERLAP_RUNS_MIN_K = 2**30 if path == "walk" else 0
+launcher = OPS["tileunpack"].bind(workload, case, inputs)
+launch, meta = launcher.run, launcher.metadata
 for _ in range(2):  # the first call autotunes
     launch()
 torch.cuda.synchronize()

@@ -15,9 +15,9 @@ import json
 import torch
 import triton.testing
 
+from adapters.triton_ops import OPS
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tilessm_scan import TileSSMScan
-from apex_kernels import tilessm_scan
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--profile", default="large")
@@ -36,7 +36,8 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
     minimal = workload.work(case).bytes_moved
     for steps in (int(v) for v in args.segments.split(",")):
-        launch, outputs, meta = tilessm_scan.make_launcher(case, inputs, segment_steps=steps)
+        launcher = OPS["tilessm-scan"].bind(workload, case, inputs, segment_steps=steps)
+        launch, outputs, meta = launcher.run, launcher.outputs, launcher.metadata
         for out in outputs.values():
             out.fill_(float("nan"))
         got = launch()

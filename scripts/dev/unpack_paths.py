@@ -15,9 +15,10 @@ import json
 import torch
 import triton.testing
 
+from adapters.triton_ops import OPS
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tileunpack import TileUnpack
-from apex_kernels import tileunpack
+from apex_kernels.tileunpack import aligned, walk, winner_map
 
 PATHS = {  # module constants that force each path of the aligned cases
     "walk": {"ALIGNED_MAX_K": 0},
@@ -43,9 +44,10 @@ args = parser.parse_args()
 overrides = {k: int(v) for k, v in (s.split("=") for s in args.set)}
 workload = TileUnpack()
 params = workload.make_params(args.profile, overrides)
-defaults = {name: getattr(tileunpack, name)
-            for name in ("ALIGNED_MAX_K", "RUNS_MIN_K", "OVERLAP_RUNS_MIN_K", "OVERLAP_RUN_CHUNK",
-                         "OVERLAP_MAP_COLUMNS")}
+HOME = {"ALIGNED_MAX_K": aligned, "RUNS_MIN_K": aligned, "OVERLAP_RUNS_MIN_K": winner_map,
+        "OVERLAP_RUN_CHUNK": winner_map, "OVERLAP_MAP_COLUMNS": winner_map}  # each path's module
+KERNEL_HOMES = (aligned, walk, winner_map)
+defaults = {name: getattr(module, name) for name, module in HOME.items()}
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
@@ -53,8 +55,9 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
     overlap = case.name == "overlap"
     for path, constants in (OVERLAP_PATHS if overlap else PATHS).items():
         for name, value in {**defaults, **(OVERLAP_DEFAULTS if overlap else {}), **constants}.items():
-            setattr(tileunpack, name, value)
-        launch, outputs, meta = tileunpack.make_launcher(case, inputs)
+            setattr(HOME[name], name, value)
+        launcher = OPS["tileunpack"].bind(workload, case, inputs)
+        launch, outputs, meta = launcher.run, launcher.outputs, launcher.metadata
         for out in outputs.values():
             out.fill_(float("nan"))
         got = launch()
@@ -68,7 +71,8 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
             us = triton.testing.do_bench(launch, warmup=50, rep=300, return_mode="median") * 1e3
         row = {"case": case.name, "params": overrides, "path": path, "graph": args.graph,
                "kernel": meta["kernel"],
-               "config": str(getattr(getattr(tileunpack, meta["kernel"]), "best_config", "")),
+               "config": str(next(getattr(getattr(m, meta["kernel"]), "best_config", "")
+                                  for m in KERNEL_HOMES if hasattr(m, meta["kernel"]))),
                "ok": accuracy.passed, "us": round(us, 2), "gbps": round(minimal / us / 1e3, 1)}
         if args.bandwidth:
             row["fraction"] = round(minimal / us / 1e3 / args.bandwidth, 3)

@@ -1,4 +1,4 @@
-"""Call a kernel launcher several times on fresh inputs with poisoned outputs; check every call.
+"""Call a bound kernel several times on fresh inputs with poisoned outputs; check every call.
 
 This is the check the runner makes, repeated: an autotuned grid that covers the output
 for one configuration only, or a launcher that reads stale inputs, fails on a later call.
@@ -19,14 +19,16 @@ from apex_core.results import Case
 Mutate = Callable[[dict[str, torch.Tensor]], None]
 
 
-def check_repeated_calls(workload: Workload, case: Case, dtype_name: str, make_launcher: Callable,
+def check_repeated_calls(workload: Workload, case: Case, dtype_name: str, bind: Callable,
                          *, calls: int = 3, build_seed: int = 0, first_seed: int = 100,
                          mutate: Mutate | None = None, outputs_in_data_dtype: bool = False,
-                         **factory_kwargs: Any) -> dict:
-    """Run the launcher ``calls`` times and compare each result; returns its metadata."""
+                         **options: Any) -> dict:
+    """Bind the case (``bind(workload, case, inputs, **options)``, as the triton backend
+    does), run it ``calls`` times and compare each result; returns the launcher's metadata."""
     dtype = DTYPES[dtype_name]
     inputs = workload.make_inputs(case, "cpu", dtype, seed=build_seed)
-    fn, outputs, metadata = make_launcher(case, inputs, **factory_kwargs)
+    launcher = bind(workload, case, inputs, **options)
+    fn, outputs, metadata = launcher.run, launcher.outputs, launcher.metadata
     json.dumps(metadata)  # the backend stores it in the report
     buffers = {name: t.data_ptr() for name, t in outputs.items()}
     for call in range(calls):

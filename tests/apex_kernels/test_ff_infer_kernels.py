@@ -11,14 +11,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import apex_core  # noqa: E402
-import apex_kernels  # noqa: E402
+from adapters.triton_autotune import autotune_entries, cached_keys  # noqa: E402
+from adapters.triton_ops import OPS  # noqa: E402
 from apex_core.results import Case, Status  # noqa: E402
 from apex_core.workloads.ff_infer import FFInfer, select_tiles  # noqa: E402
 from apex_kernels import ff_infer as kernels  # noqa: E402
-from apex_kernels.tuning import TRACKER  # noqa: E402
 from tests.apex_kernels.repeated_calls import check_repeated_calls  # noqa: E402
 
 WORKLOAD = FFInfer()
+OP = OPS["ff-infer"]
 CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
 # B = 2, C not a power of two, a non-square map; tile_size 2 makes level-1 tiles 2 x 2
 SMALL = {"batch": 2, "channels": 6, "height": 16, "width": 24, "tile_size": 2, "hidden": 16}
@@ -35,8 +36,8 @@ def check_launcher(overrides: dict[str, Any], dtype_name: str, calls: int = CALL
                    **factory_kwargs: Any) -> None:
     """Call the launcher ``calls`` times on fresh inputs and poisoned outputs; compare each."""
     case = case_of(overrides)
-    assert kernels.supports(case, dtype_name) is None
-    check_repeated_calls(WORKLOAD, case, dtype_name, kernels.make_launcher, calls=calls,
+    assert OP.supports(case, dtype_name) is None
+    check_repeated_calls(WORKLOAD, case, dtype_name, OP.bind, calls=calls,
                          build_seed=100, first_seed=101, outputs_in_data_dtype=True, **factory_kwargs)
 
 
@@ -82,11 +83,11 @@ def test_selection_kernel_matches_select_tiles() -> None:
 
 
 def test_supports_names_what_it_cannot_run() -> None:
-    assert all(kernels.supports(case_of({}), d) is None for d in ("fp32", "fp16", "bf16"))
-    reason = kernels.supports(case_of({}), "fp8")
+    assert all(OP.supports(case_of({}), d) is None for d in ("fp32", "fp16", "bf16"))
+    reason = OP.supports(case_of({}), "fp8")
     assert reason and "fp8" in reason
     big_tiles = case_of({"tile_size": 32, "height": 64, "width": 64})
-    reason = kernels.supports(big_tiles, "fp16")
+    reason = OP.supports(big_tiles, "fp16")
     assert reason and "tile_size" in reason
 
 
@@ -94,28 +95,26 @@ def test_rejects_inputs_it_would_misread() -> None:
     case = case_of({})
     inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, seed=0)
     with pytest.raises(ValueError, match="must be contiguous"):
-        kernels.make_launcher(case, {**inputs, "l0_pw_weight": inputs["l0_pw_weight"].t()})
+        OP.bind(WORKLOAD, case, {**inputs, "l0_pw_weight": inputs["l0_pw_weight"].t()})
     with pytest.raises(ValueError, match="every data input"):
-        kernels.make_launcher(case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
+        OP.bind(WORKLOAD, case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
 
 
-def test_launches_are_tracked() -> None:
-    TRACKER.reset()
+def test_autotune_entries_list_one_call_s_launches() -> None:
     case = case_of({})
-    fn, _, metadata = kernels.make_launcher(case, WORKLOAD.make_inputs(case, "cpu", torch.float32, 0))
-    fn()
-    fn()
+    launcher = OP.bind(WORKLOAD, case, WORKLOAD.make_inputs(case, "cpu", torch.float32, 0))
+    before = cached_keys(launcher.launches)
+    launcher()
+    launcher()
     launches: dict[str, int] = {}
-    for record in TRACKER.snapshot():
-        launches[record["op_name"]] = launches.get(record["op_name"], 0) + record["launches"]
+    for entry in autotune_entries(launcher.launches, before):
+        launches[entry["op_name"]] = launches.get(entry["op_name"], 0) + entry["launches"]
     # per call: selection + 3 kernels per level, a scan per level, the gate once
-    assert launches == {"ff-infer": 14, "tilessm-scan": 4, "fusiongate": 2}
-    assert sum(launches.values()) == 2 * metadata["triton_launches"]
+    assert launches == {"ff-infer": 7, "tilessm-scan": 2, "fusiongate": 1}
+    assert sum(launches.values()) == launcher.metadata["triton_launches"]
 
 
-def test_end_to_end_through_the_triton_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    if "ff-infer" not in apex_kernels.KERNELS:
-        monkeypatch.setitem(apex_kernels.KERNELS, "ff-infer", "apex_kernels.ff_infer:make_launcher")
+def test_end_to_end_through_the_triton_backend() -> None:
     timing = apex_core.TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05)
     report = apex_core.run(workloads=["ff-infer"], backends=["triton"], device="cpu",
                            dtypes=["fp16"], profile="smoke", isolation="inline", timing=timing)

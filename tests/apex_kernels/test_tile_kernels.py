@@ -3,7 +3,7 @@
 import os
 
 # Must precede any triton import: triton.jit reads it when a kernel is decorated, and
-# apex_kernels.tuning.autotune_configs keeps one config per kernel under it.
+# apex_kernels._utils.autotune_configs keeps one config per kernel under it.
 os.environ["TRITON_INTERPRET"] = "1"
 
 
@@ -13,21 +13,18 @@ import torch  # noqa: E402
 pytest.importorskip("triton")
 
 import apex_core  # noqa: E402
-import apex_kernels  # noqa: E402
+from adapters.triton_ops import OPS  # noqa: E402
 from apex_core.interfaces import Workload  # noqa: E402
 from apex_core.results import Status  # noqa: E402
 from apex_core.timing import TimingOptions  # noqa: E402
 from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
 from apex_core.workloads.tilepack import TilePack  # noqa: E402
 from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
-from apex_kernels import tile_stage1, tilepack, tileunpack  # noqa: E402
+from apex_kernels import tile_stage1, tilepack  # noqa: E402
+from apex_kernels.tileunpack import aligned, walk, winner_map  # noqa: E402
 from tests.apex_kernels.repeated_calls import Mutate, check_repeated_calls  # noqa: E402
 
-FACTORIES = {
-    "tilepack": "apex_kernels.tilepack:make_launcher",
-    "tileunpack": "apex_kernels.tileunpack:make_launcher",
-    "tile-stage1": "apex_kernels.tile_stage1:make_launcher",
-}
+TILE_WORKLOADS = ("tilepack", "tileunpack", "tile-stage1")
 
 # Overrides on the smoke profile (B1 C8 H16 W16 t4 K6): K = 1, batch 2, C not a power
 # of two, non-square maps, tile sizes 2, 3, 4 and 8.
@@ -39,12 +36,13 @@ SHAPES = {
 }
 SHAPE_DTYPES = [(shape, dtype) for shape in SHAPES for dtype in ("fp32", "fp16")] + [("smoke", "bf16")]
 
-def check_repeated(workload: Workload, case_name: str, dtype_name: str, module,
+def check_repeated(workload: Workload, case_name: str, dtype_name: str,
                    overrides: dict | None = None, mutate: Mutate | None = None, calls: int = 3) -> dict:
-    """Call the launcher ``calls`` times on fresh inputs with poisoned outputs; check every call."""
+    """Bind the case as the triton backend does, call it ``calls`` times on fresh inputs with
+    poisoned outputs; check every call."""
     params = workload.make_params("smoke", overrides or {})
     case = next(c for c in workload.cases(params) if c.name == case_name)
-    return check_repeated_calls(workload, case, dtype_name, module.make_launcher, calls=calls,
+    return check_repeated_calls(workload, case, dtype_name, OPS[workload.name].bind, calls=calls,
                                 build_seed=0, first_seed=100, mutate=mutate)
 
 
@@ -53,7 +51,7 @@ def check_repeated(workload: Workload, case_name: str, dtype_name: str, module,
 
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
 def test_tilepack_matches_reference(shape: str, dtype_name: str) -> None:
-    check_repeated(TilePack(), "default", dtype_name, tilepack, SHAPES[shape])
+    check_repeated(TilePack(), "default", dtype_name, SHAPES[shape])
 
 
 def test_tilepack_duplicate_indices() -> None:
@@ -61,12 +59,12 @@ def test_tilepack_duplicate_indices() -> None:
         idx = inputs["idx"]
         idx[:, : idx.shape[1] // 2] = idx[:, -1:]  # half the row repeats the last id
 
-    check_repeated(TilePack(), "default", "fp32", tilepack, {"kmax": 7}, duplicates)
+    check_repeated(TilePack(), "default", "fp32", {"kmax": 7}, duplicates)
 
 
 def test_tilepack_tall_tiles_split_into_row_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tilepack, "PIXEL_BUDGET", 8)  # t = 8 -> 1 row per program
-    metadata = check_repeated(TilePack(), "default", "fp16", tilepack, SHAPES["c6-t8-wide"])
+    metadata = check_repeated(TilePack(), "default", "fp16", SHAPES["c6-t8-wide"])
     assert metadata["RB"] == 1
 
 
@@ -76,7 +74,7 @@ def test_tilepack_tall_tiles_split_into_row_chunks(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("case_name", ["override", "blend", "overlap"])
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
 def test_tileunpack_matches_reference(case_name: str, shape: str, dtype_name: str) -> None:
-    check_repeated(TileUnpack(), case_name, dtype_name, tileunpack, SHAPES[shape])
+    check_repeated(TileUnpack(), case_name, dtype_name, SHAPES[shape])
 
 
 def stacked_tied_tiles(inputs: dict[str, torch.Tensor]) -> None:
@@ -100,7 +98,7 @@ def aligned_tied_duplicates(inputs: dict[str, torch.Tensor]) -> None:
 @pytest.mark.parametrize("case_name", ["overlap", "blend"])
 def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None:
     mutate = stacked_tied_tiles if case_name == "overlap" else aligned_tied_duplicates
-    check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
+    check_repeated(TileUnpack(), case_name, "fp32", {"kmax": 9}, mutate)
 
 
 # Winner map for overlapping origins (from OVERLAP_RUNS_MIN_K; 0 here). On the smoke map
@@ -109,8 +107,8 @@ def test_tileunpack_overlapping_origins_with_tied_levels(case_name: str) -> None
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
 def test_tileunpack_overlap_winner_map(shape: str, dtype_name: str,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    metadata = check_repeated(TileUnpack(), "overlap", dtype_name, tileunpack, SHAPES[shape])
+    monkeypatch.setattr(winner_map, "OVERLAP_RUNS_MIN_K", 0)
+    metadata = check_repeated(TileUnpack(), "overlap", dtype_name, SHAPES[shape])
     assert (metadata["kernel"], metadata["prepass"]) == (
         "_unpack_winner_map_kernel", "_row_band_runs_kernel, _winner_map_kernel")
 
@@ -124,7 +122,7 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
     bands = -(-height // t)
     run_k = torch.full((2, 2 * k), -1, dtype=torch.int32)
     bounds = torch.full((2, 2, bands), -1, dtype=torch.int32)  # poisoned: the prepass zeroes
-    tileunpack._row_band_runs_kernel[(2,)](origins, levels, run_k, bounds[0], bounds[1], k,
+    winner_map._row_band_runs_kernel[(2,)](origins, levels, run_k, bounds[0], bounds[1], k,
                                            bands, T=t, KC=8, ZB=4)
     for b in range(2):
         for band in range(bands):
@@ -140,48 +138,48 @@ def test_tileunpack_overlap_winner_map_blocks(chunk: int, rows: int, columns: in
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # list chunks shorter and longer than a band's list (K = 9 tiles in 4 bands, deep
     # ties), and winner-map blocks of fewer rows than a band (t = 4) and narrower than W
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUN_CHUNK", chunk)
-    monkeypatch.setattr(tileunpack, "OVERLAP_MAP_ROWS", rows)
-    monkeypatch.setattr(tileunpack, "OVERLAP_MAP_COLUMNS", columns)
-    metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9},
+    monkeypatch.setattr(winner_map, "OVERLAP_RUNS_MIN_K", 0)
+    monkeypatch.setattr(winner_map, "OVERLAP_RUN_CHUNK", chunk)
+    monkeypatch.setattr(winner_map, "OVERLAP_MAP_ROWS", rows)
+    monkeypatch.setattr(winner_map, "OVERLAP_MAP_COLUMNS", columns)
+    metadata = check_repeated(TileUnpack(), "overlap", "fp32", {"kmax": 9},
                               stacked_tied_tiles)
     assert (metadata["RUN_CHUNK"], metadata["RB"], metadata["BW"]) == (chunk, rows, columns)
 
 
 def test_tileunpack_overlap_winner_map_deep_ties(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, {"kmax": 9}, stacked_tied_tiles)
+    monkeypatch.setattr(winner_map, "OVERLAP_RUNS_MIN_K", 0)
+    check_repeated(TileUnpack(), "overlap", "fp32", {"kmax": 9}, stacked_tied_tiles)
 
 
 def test_tileunpack_overlap_winner_map_leaves_large_k_to_the_walk(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tileunpack, "OVERLAP_RUNS_MIN_K", 0)
-    monkeypatch.setattr(tileunpack, "MAX_KC", 4)  # K = 6 > MAX_KC: the sort would not fit
-    metadata = check_repeated(TileUnpack(), "overlap", "fp32", tileunpack, calls=1)
+    monkeypatch.setattr(winner_map, "OVERLAP_RUNS_MIN_K", 0)
+    monkeypatch.setattr(walk, "MAX_KC", 4)  # K = 6 > MAX_KC: the sort would not fit
+    metadata = check_repeated(TileUnpack(), "overlap", "fp32", calls=1)
     assert metadata["kernel"] == "_unpack_override_kernel"
 
 
 def test_tileunpack_override_duplicates_with_ties() -> None:
-    check_repeated(TileUnpack(), "override", "fp16", tileunpack, {"kmax": 7}, aligned_tied_duplicates)
+    check_repeated(TileUnpack(), "override", "fp16", {"kmax": 7}, aligned_tied_duplicates)
 
 
 @pytest.mark.parametrize("case_name", ["override", "blend", "overlap"])
 def test_tileunpack_walks_many_tiles_in_chunks(case_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # K = 9 -> 5 chunks, the last one partial: the keys no longer fit in registers, and
     # each step of the priority walk rescans them from memory
-    monkeypatch.setattr(tileunpack, "MAX_KC", 2)
-    monkeypatch.setattr(tileunpack, "ALIGNED_MAX_K", 8)  # K = 9: aligned cases take the walk too
-    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9})
+    monkeypatch.setattr(walk, "MAX_KC", 2)
+    monkeypatch.setattr(aligned, "ALIGNED_MAX_K", 8)  # K = 9: aligned cases take the walk too
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", {"kmax": 9})
     assert (metadata["KC"], metadata["ONE_CHUNK"]) == (2, False)
 
 
 @pytest.mark.parametrize("case_name", ["override", "blend"])
 def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
-    metadata = check_repeated(TileUnpack(), case_name, "fp16", tileunpack, SHAPES["c6-t8-wide"])
+    metadata = check_repeated(TileUnpack(), case_name, "fp16", SHAPES["c6-t8-wide"])
     assert metadata["kernel"] == f"_unpack_{case_name}_band_kernel"
     assert (metadata["PRESORTED"], "prepass" in metadata) == (False, False)  # K = 5 < RUNS_MIN_K
-    overlap = check_repeated(TileUnpack(), "overlap", "fp16", tileunpack, SHAPES["c6-t8-wide"], calls=1)
+    overlap = check_repeated(TileUnpack(), "overlap", "fp16", SHAPES["c6-t8-wide"], calls=1)
     assert overlap["kernel"] == "_unpack_override_kernel"  # K = 5 < OVERLAP_RUNS_MIN_K
 
 
@@ -190,8 +188,8 @@ def test_tileunpack_aligned_cases_take_the_band_kernel(case_name: str) -> None:
 def test_tileunpack_presorted_runs(case_name: str, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the prepass sorts each image's tiles into per-slot runs (zeroing the slot table
     # first, so runs of the previous call's inputs never leak into the next)
-    monkeypatch.setattr(tileunpack, "RUNS_MIN_K", 1)
-    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, SHAPES[shape])
+    monkeypatch.setattr(aligned, "RUNS_MIN_K", 1)
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", SHAPES[shape])
     assert (metadata["PRESORTED"], metadata["prepass"]) == (True, "_slot_runs_kernel")
 
 
@@ -202,16 +200,16 @@ def test_tileunpack_band_kernel_small_bands(case_name: str, mutate: Mutate | Non
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # one tile slot per program and one pixel row per row chunk: many bands, each with
     # its own slice of the sorted tiles; stacked: every tile on one slot, K levels deep
-    monkeypatch.setattr(tileunpack, "BAND_COLUMN_BUDGET", 4)
-    monkeypatch.setattr(tileunpack, "BAND_PIXEL_BUDGET", 4)
-    monkeypatch.setattr(tileunpack, "RUNS_MIN_K", 1 if presorted else 2**30)
-    metadata = check_repeated(TileUnpack(), case_name, "fp32", tileunpack, {"kmax": 9}, mutate)
+    monkeypatch.setattr(aligned, "BAND_COLUMN_BUDGET", 4)
+    monkeypatch.setattr(aligned, "BAND_PIXEL_BUDGET", 4)
+    monkeypatch.setattr(aligned, "RUNS_MIN_K", 1 if presorted else 2**30)
+    metadata = check_repeated(TileUnpack(), case_name, "fp32", {"kmax": 9}, mutate)
     assert (metadata["NTB"], metadata["RB"], metadata["PRESORTED"]) == (1, 1, presorted)
 
 
 def test_tileunpack_blend_with_alpha_at_the_bounds() -> None:
     for alpha in (0.0, 1.0):
-        check_repeated(TileUnpack(), "blend", "fp32", tileunpack, {},
+        check_repeated(TileUnpack(), "blend", "fp32", {},
                        lambda inputs, a=alpha: inputs["alpha"].fill_(a), calls=1)
 
 
@@ -220,11 +218,11 @@ def test_tileunpack_blend_with_alpha_at_the_bounds() -> None:
 
 @pytest.mark.parametrize(("shape", "dtype_name"), SHAPE_DTYPES)
 def test_tile_stage1_matches_reference(shape: str, dtype_name: str) -> None:
-    check_repeated(TileStage1(), "default", dtype_name, tile_stage1, SHAPES[shape])
+    check_repeated(TileStage1(), "default", dtype_name, SHAPES[shape])
 
 
 def test_tile_stage1_every_tile_selected() -> None:
-    check_repeated(TileStage1(), "default", "fp16", tile_stage1, {"height": 8, "width": 8, "kmax": 64})
+    check_repeated(TileStage1(), "default", "fp16", {"height": 8, "width": 8, "kmax": 64})
 
 
 def test_tile_stage1_small_bands(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,19 +230,19 @@ def test_tile_stage1_small_bands(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tile_stage1, "COLUMN_BUDGET", 4)
     monkeypatch.setattr(tile_stage1, "PIXEL_BUDGET", 8)
     monkeypatch.setattr(tile_stage1, "MAX_KC", 2)
-    metadata = check_repeated(TileStage1(), "default", "fp32", tile_stage1, {"kmax": 5})
+    metadata = check_repeated(TileStage1(), "default", "fp32", {"kmax": 5})
     assert (metadata["NTB"], metadata["RB"], metadata["KC"]) == (1, 2, 2)
 
 
 # --- support and the backend ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("module", "workload"),
-                         [(tilepack, TilePack()), (tileunpack, TileUnpack()), (tile_stage1, TileStage1())])
-def test_supports_names_the_dtype(module, workload: Workload) -> None:
+@pytest.mark.parametrize("workload", [TilePack(), TileUnpack(), TileStage1()], ids=lambda w: w.name)
+def test_supports_names_the_dtype(workload: Workload) -> None:
     case = workload.cases(workload.make_params("smoke"))[0]
-    assert all(module.supports(case, name) is None for name in ("fp32", "fp16", "bf16"))
-    reason = module.supports(case, "fp8")
+    op = OPS[workload.name]
+    assert all(op.supports(case, name) is None for name in ("fp32", "fp16", "bf16"))
+    reason = op.supports(case, "fp8")
     assert reason and "fp8" in reason and "fp16" in reason
 
 
@@ -253,17 +251,10 @@ def test_launcher_rejects_an_unsupported_tensor_dtype() -> None:
     case = workload.cases(workload.make_params("smoke"))[0]
     inputs = workload.make_inputs(case, "cpu", torch.float64, seed=0)
     with pytest.raises(ValueError, match="float64"):
-        tilepack.make_launcher(case, inputs)
+        OPS["tilepack"].bind(workload, case, inputs)
 
 
-@pytest.fixture()
-def tile_kernels_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, path in FACTORIES.items():
-        if name not in apex_kernels.KERNELS:
-            monkeypatch.setitem(apex_kernels.KERNELS, name, path)
-
-
-def test_triton_backend_reports_fp8_unsupported(tile_kernels_registered: None) -> None:
+def test_triton_backend_reports_fp8_unsupported() -> None:
     from adapters.triton_backend import TritonBackend
 
     workload = TileUnpack()
@@ -272,9 +263,9 @@ def test_triton_backend_reports_fp8_unsupported(tile_kernels_registered: None) -
     assert not support.ok and "fp8" in support.reason
 
 
-def test_end_to_end_through_the_triton_backend(tile_kernels_registered: None) -> None:
+def test_end_to_end_through_the_triton_backend() -> None:
     report = apex_core.run(
-        workloads=list(FACTORIES), backends=["triton"], device="cpu", profile="smoke",
+        workloads=list(TILE_WORKLOADS), backends=["triton"], device="cpu", profile="smoke",
         dtypes=["fp32", "fp16"], isolation="inline",
         timing=TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05),
     )

@@ -1,0 +1,88 @@
+"""What Triton's autotuners chose for a cell's launches, read once after the cell.
+
+Nothing is tracked per call: the kernels' ``Launcher`` lists the launches of one call,
+and after the cell each autotuner's ``cache`` is read at the key Triton computed for
+that launch (``best_config`` where the key cannot be rebuilt). The entries feed the
+report's ``triton_autotune`` block (``apex_core/report/autotune.py``):
+
+- ``selected_config``: the autotuner's choice for this shape, or the configuration the
+  launch was bound with (``selection_source`` ``heuristic``: a kernel without an
+  autotuner, or a pinned config);
+- ``launches``: launches of this kernel at this shape in one call of the cell's function
+  (the timed loop is not counted: counting it cost ~2 us per call);
+- ``cache_misses`` 1 when this cell made the autotuner tune this shape, else
+  ``cache_hits`` 1 (the choice was already cached, or there was one config to choose);
+  both 0 for heuristic launches, which have no cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from apex_kernels._utils import KernelLaunch, config_dict
+
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+
+def _is_autotuner(kernel: Any) -> bool:
+    return hasattr(kernel, "configs") and isinstance(getattr(kernel, "cache", None), dict)
+
+
+def tuning_key(autotuner: Any, args: tuple[Any, ...], meta: dict[str, Any]) -> tuple[Any, ...]:
+    """The key Triton's ``Autotuner.run`` caches this launch's choice under.
+
+    The ``key`` arguments' values, then the dtype of every tensor argument, in argument
+    order (triton 3.x).
+    """
+    named = {**dict(zip(autotuner.arg_names, args, strict=False)), **meta}
+    named = {name: value for name, value in named.items() if name in autotuner.arg_names}
+    key: list[Any] = [named[name] for name in autotuner.keys if name in named]
+    key += [str(value.dtype) for value in named.values() if hasattr(value, "dtype")]
+    return tuple(key)
+
+
+def cached_keys(launches: Iterable[KernelLaunch]) -> dict[int, frozenset]:
+    """Each autotuner's cached keys now (before the cell's first call), by ``id``."""
+    return {id(launch.kernel): frozenset(launch.kernel.cache)
+            for launch in launches if _is_autotuner(launch.kernel)}
+
+
+def _heuristic_config(launch: KernelLaunch) -> dict[str, Any]:
+    if launch.config is not None:
+        return dict(launch.config)
+    # the compile-time meta-parameters among the keyword arguments (upper-case names)
+    return {k: v for k, v in launch.meta.items() if k.isupper() or k in _LAUNCH_OPTIONS}
+
+
+def _autotuned(launch: KernelLaunch, before: dict[int, frozenset]) -> tuple[dict[str, Any], bool]:
+    """The autotuner's choice for this launch and whether this cell tuned it."""
+    tuner = launch.kernel
+    if len(tuner.configs) <= 1:  # Triton skips its cache with a single config
+        return config_dict(tuner.configs[0]), False
+    key = tuning_key(tuner, launch.args, launch.meta)
+    if key in tuner.cache:
+        return config_dict(tuner.cache[key]), key not in before.get(id(tuner), frozenset())
+    best = getattr(tuner, "best_config", None)
+    return (config_dict(best) if best is not None else {}), False
+
+
+def autotune_entries(launches: Iterable[KernelLaunch],
+                     before: dict[int, frozenset]) -> list[dict[str, Any]]:
+    """One entry per (op, kernel, shape) of one call's launches, as the report stores them."""
+    entries: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for launch in launches:
+        key = (launch.op_name, launch.kernel_name, launch.shape_bucket)
+        if key in entries:
+            entries[key]["launches"] += 1
+            continue
+        if _is_autotuner(launch.kernel):
+            config, tuned = _autotuned(launch, before)
+            source, hits, misses = "triton_best_config", int(not tuned), int(tuned)
+        else:
+            config, source, hits, misses = _heuristic_config(launch), "heuristic", 0, 0
+        entries[key] = {"op_name": launch.op_name, "kernel_name": launch.kernel_name,
+                        "shape_bucket": launch.shape_bucket, "selected_config": config,
+                        "selection_source": source, "launches": 1, "cache_hits": hits,
+                        "cache_misses": misses}
+    return list(entries.values())

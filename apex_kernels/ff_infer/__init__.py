@@ -1,0 +1,235 @@
+"""Triton ff-infer: the two-level tile-refinement step from small Triton kernels plus cuBLAS.
+
+One call is 18 launches with no host synchronisation, so it can be captured in a CUDA
+graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), the
+fusion gate run first on (features, features), which writes alpha and a fused map equal
+to features, then per level a tile-mean kernel, the tilessm-scan kernel, the token MLP
+on cuBLAS (linear, ReLU, linear), a modulate + depthwise 3x3 kernel, the pointwise mix
+on cuBLAS (one GEMM, bias fused) and a group-norm + gated-ReLU + residual kernel that
+writes the refined tiles straight into the fused map. Level 0 overrides its tiles;
+level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
+which is the whole fusion gate there, since outside the level-1 tiles detail equals
+base. No dense map is copied and nothing but ``fused`` and ``alpha`` is written at map
+size. docs/kernels-ff-infer.md has the design and the measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import triton
+
+from apex_kernels import fusiongate, tilessm_scan
+from apex_kernels._utils import (
+    KernelLaunch,
+    Launcher,
+    check_dtype,
+    check_tensors,
+    dtype_name,
+    pin_config,
+)
+from apex_kernels.ff_infer.kernels import (
+    DW_CONFIGS,
+    MEAN_CONFIGS,
+    NORM_CONFIGS,
+    SELECT_BLOCK,
+    _modulate_dw_kernel,
+    _norm_gate_kernel,
+    _select_kernel,
+    _tile_mean_kernel,
+)
+
+# A program holds one tile's pixels for BLOCK_C channels: 32 x 32 pixels (t = 16) at most.
+MAX_TILE_PIXELS = 1024
+SCAN_MERGE = "avg"  # the default merge of the bidirectional tile-token scan
+NORM_EPS = 1e-5  # the default epsilon of the per-tile group norm
+_INT32_LIMIT = 2**31  # offsets inside one image are int32; tile and batch offsets int64
+
+def shape_reason(channels: int, height: int, width: int, tile_size: int, level0_tiles: int,
+                 level1_tiles: int) -> str | None:
+    """Why this fast path cannot run these sizes, or None when it can."""
+    if (2 * tile_size) ** 2 > MAX_TILE_PIXELS:
+        return f"ff-infer Triton path needs (2 * tile_size)^2 <= {MAX_TILE_PIXELS} pixels per tile"
+    if channels * height * width >= _INT32_LIMIT:
+        return "ff-infer Triton path needs C*H*W < 2**31 (int32 offsets within one image)"
+    for steps in (level0_tiles, level1_tiles):
+        reason = tilessm_scan.shape_reason(steps, channels)
+        if reason:
+            return reason
+    return fusiongate.shape_reason(1, channels, height, width)
+
+
+def level_weight_shapes(channels: int, hidden: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of one level's weights: the scan's vectors, the token MLP, the refine step."""
+    c, h = channels, hidden
+    vectors = ("decay", "input_gain", "output_gain", "state_bias", "pw_bias", "norm_weight",
+               "norm_bias", "value_scale", "value_bias", "gate_scale", "gate_bias")
+    matrices = {"mlp_w1": (h, c), "mlp_b1": (h,), "mlp_w2": (2 * c, h), "mlp_b2": (2 * c,),
+                "dw_weight": (c, 1, 3, 3), "pw_weight": (c, c)}
+    return {**{name: (c,) for name in vectors}, **matrices}
+
+
+def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tuple[Any, dict]:
+    """The autotuned kernel, or its bare jit function with config ``index`` (mod the list)."""
+    return pin_config(kernel, None if index is None else configs[index % len(configs)])
+
+
+def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
+           w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
+           norm_eps: float, config_index: int | None
+           ) -> tuple[Callable[[], None], list[KernelLaunch], dict[str, Any]]:
+    """One level's launches: tile means, scan, MLP, modulate + depthwise, mix, norm into dst."""
+    b, c, h, width = src.shape
+    k = ids.shape[1]
+    n, pixels = b * k, side * side
+    tokens = torch.empty((b, k, c), dtype=src.dtype, device=src.device)
+    depthwise = torch.empty((n * pixels, c), dtype=src.dtype, device=src.device)
+    # The one-launch walk even above 256 tiles: this path was checked and timed on the GPU
+    # with it at the large profile (320 and 512 tiles); the scan's split path was not.
+    # merge "gated" would need a gate; no initial state means zeros.
+    scan = tilessm_scan.tilessm_scan_launcher(
+        tokens, w["decay"], w["input_gain"], w["output_gain"], w["state_bias"],
+        direction="bidirectional", merge=merge, segment_steps=0)
+    scanned = scan.outputs["y"].view(n, c)
+    tile = {"S": side, "SSP": triton.next_power_of_2(pixels)}
+    bucket = f"B{b}_K{k}_C{c}_S{side}_{dtype_name(src.dtype)}"
+    norm_args = [w[name] for name in ("norm_weight", "norm_bias", "value_scale", "value_bias",
+                                      "gate_scale", "gate_bias")]
+
+    def channel_grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (n, triton.cdiv(c, meta["BLOCK_C"]))
+
+    def norm_grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (n, meta["CSPLIT"])
+
+    def bound(kernel: Any, configs: list[triton.Config], grid: Any, args: tuple,
+              meta: dict[str, Any]) -> KernelLaunch:
+        kernel, pinned = _pinned(kernel, configs, config_index)
+        return KernelLaunch("ff-infer", kernel, grid, args, {**tile, **meta, **pinned}, bucket,
+                            pinned or None)
+
+    # the MLP and the mix write into buffers allocated once, so every launch is bound once
+    gamma_beta = torch.empty((n, 2 * c), dtype=src.dtype, device=src.device)  # gamma, then beta
+    hidden = torch.empty((n, w["mlp_w1"].shape[0]), dtype=src.dtype, device=src.device)
+    mixed = torch.empty((n * pixels, c), dtype=src.dtype, device=src.device)
+    mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
+                 (src, ids, tokens, c, h, width, k), {})
+    dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
+               (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k), {})
+    norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
+                 (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
+                  c, h, width, k, norm_eps), {"BLEND": alpha is not None})
+    scan_fn = scan.run
+    w1, b1, w2, b2 = w["mlp_w1"].t(), w["mlp_b1"], w["mlp_w2"].t(), w["mlp_b2"]
+    pw, pw_bias = w["pw_weight"].t(), w["pw_bias"]
+
+    def run() -> None:
+        mean()
+        scan_fn()
+        # addmm is what F.linear runs for 2-D inputs with a bias: the same cuBLAS GEMM
+        torch.addmm(b1, scanned, w1, out=hidden).relu_()
+        torch.addmm(b2, hidden, w2, out=gamma_beta)
+        dw()
+        torch.addmm(pw_bias, depthwise, pw, out=mixed)
+        norm()
+
+    launches = [mean, *scan.launches, dw, norm]
+    return run, launches, {"tiles": k, "side": side, "scan": scan.metadata}
+
+
+def _check_inputs(features: torch.Tensor, tensors: dict[str, torch.Tensor],
+                  levels: tuple[Mapping[str, torch.Tensor], ...], util_shape: tuple[int, int],
+                  tile_size: int) -> None:
+    """Shapes, dtypes and layout, checked once here so that a call never validates."""
+    if features.dim() != 4:
+        raise ValueError(f"ff-infer: features must be [B, C, H, W], got {list(features.shape)}")
+    b, c, h, w = features.shape
+    if h % (2 * tile_size) or w % (2 * tile_size):
+        raise ValueError(f"ff-infer: 2 * tile_size = {2 * tile_size} must divide {h} x {w}")
+    check_dtype("ff-infer", "features", features)
+    shapes: dict[str, tuple[int, ...]] = {"boundary": (b, 1, h, w), "uncertainty": (b, 1, h, w),
+                                          "util0": util_shape, "split_util": util_shape,
+                                          "wb": (), "wu": (), "bias": ()}
+    everything = dict(tensors)
+    for level, weights in enumerate(levels):
+        hidden = weights["mlp_w1"].shape[0]
+        for name, shape in level_weight_shapes(c, hidden).items():
+            everything[f"l{level}_{name}"] = weights[name]
+            shapes[f"l{level}_{name}"] = shape
+    check_tensors("ff-infer", everything, shapes)
+    for name, tensor in everything.items():
+        if name not in ("util0", "split_util") and tensor.dtype != features.dtype:
+            raise ValueError(f"{name} is {tensor.dtype}; every data input must be {features.dtype}")
+
+
+def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertainty: torch.Tensor,
+                      util0: torch.Tensor, split_util: torch.Tensor,
+                      level_weights: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]],
+                      wb: torch.Tensor, wu: torch.Tensor, bias: torch.Tensor, *, tile_size: int,
+                      level0_tiles: int, split_parents: int, scan_merge: str = SCAN_MERGE,
+                      norm_eps: float = NORM_EPS, config_index: int | None = None) -> Launcher:
+    """Bind one ff-infer step to its tensors; each call runs it on their current contents.
+
+    ``features [B, C, H, W]``; proxies ``[B, 1, H, W]``; float32 utilities ``util0`` and
+    ``split_util`` over the level-0 grid (tile size 2t), ``[B, H/2t * W/2t]``, ties broken
+    by the lower index; ``level_weights`` the two levels' weights keyed as
+    ``level_weight_shapes`` names them; gate scalars ``wb``, ``wu``, ``bias`` 0-dim. Level 0
+    refines the top ``level0_tiles`` tiles, level 1 the four children of the best
+    ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
+    config ``i`` (mod each list) of this module's three autotuned kernels.
+    """
+    n0 = (features.shape[2] // (2 * tile_size)) * (features.shape[3] // (2 * tile_size))
+    b = features.shape[0]
+    _check_inputs(features, {"boundary": boundary, "uncertainty": uncertainty, "util0": util0,
+                             "split_util": split_util, "wb": wb, "wu": wu, "bias": bias},
+                  level_weights, (b, n0), tile_size)
+    if not 0 < split_parents <= level0_tiles <= n0:
+        raise ValueError(f"ff-infer: need 0 < split_parents {split_parents} <= level0_tiles "
+                         f"{level0_tiles} <= {n0} level-0 tiles")
+    dev = features.device
+    ids0 = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)
+    ids1 = torch.empty((b, 4 * split_parents), dtype=torch.int32, device=dev)
+    # the gate first, on (features, features): alpha, and fused = features exactly
+    gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
+    fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
+    level0, launches0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0],
+                                      None, scan_merge, norm_eps, config_index)
+    # level 1 reads the level-0 result from fused and blends its tiles into it in place
+    level1, launches1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha,
+                                      scan_merge, norm_eps, config_index)
+    select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
+    select = KernelLaunch("ff-infer", _select_kernel, (b,),
+                          (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
+                           features.shape[3] // (2 * tile_size)),
+                          select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
+    gate_fn = gate.run
+    outputs = {"fused": fused, "alpha": alpha}
+
+    def run() -> dict[str, torch.Tensor]:
+        select()
+        gate_fn()
+        level0()
+        level1()
+        return outputs
+
+    launches = (select, *gate.launches, *launches0, *launches1)
+    metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 18,
+                "triton_launches": len(launches), "levels": [meta0, meta1],
+                "fusiongate": gate.metadata, "config_index": config_index}
+    return Launcher(run, outputs, launches, metadata)
+
+
+def ff_infer(features: torch.Tensor, boundary: torch.Tensor, uncertainty: torch.Tensor,
+             util0: torch.Tensor, split_util: torch.Tensor,
+             level_weights: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]],
+             wb: torch.Tensor, wu: torch.Tensor, bias: torch.Tensor, *, tile_size: int,
+             level0_tiles: int, split_parents: int, scan_merge: str = SCAN_MERGE,
+             norm_eps: float = NORM_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(fused, alpha)`` of one two-level tile-refinement step (see the module doc)."""
+    outputs = ff_infer_launcher(features, boundary, uncertainty, util0, split_util, level_weights,
+                                wb, wu, bias, tile_size=tile_size, level0_tiles=level0_tiles,
+                                split_parents=split_parents, scan_merge=scan_merge,
+                                norm_eps=norm_eps)()
+    return outputs["fused"], outputs["alpha"]

@@ -1,0 +1,196 @@
+"""ff-infer's own Triton kernels: tile selection, tile means, modulate + depthwise, norm + gate.
+
+The selection kernel ranks utilities pairwise (ties: the lower index first), so a frame's
+top-k needs no sort and no host synchronisation.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from apex_kernels._utils import autotune_configs
+
+SELECT_BLOCK = 64  # utilities compared per step: [64, 64] pairs
+
+
+def _cfg(warps: int, **meta: int) -> triton.Config:
+    return triton.Config(meta, num_warps=warps)
+
+
+# Fixed profile: level 0 is 20 tiles of 16 x 16, level 1 is 32 tiles of 8 x 8, C = 128,
+# so a level holds 320 to 640 (tile, 8-channel) blocks; small blocks keep more SMs busy.
+# The first config of each list is what the interpreter runs.
+MEAN_CONFIGS = [_cfg(4, BLOCK_C=16), _cfg(2, BLOCK_C=8), _cfg(4, BLOCK_C=32), _cfg(1, BLOCK_C=4)]
+DW_CONFIGS = [_cfg(4, BLOCK_C=8), _cfg(2, BLOCK_C=4), _cfg(4, BLOCK_C=16), _cfg(8, BLOCK_C=32),
+              _cfg(2, BLOCK_C=8)]
+# group norm needs the whole tile: every program reads all C x s x s values of U for the
+# statistics, then applies them to its share (CSPLIT programs per tile split the channels
+# of the second pass). Wide blocks mean fewer dependent L2 round trips in the first pass.
+NORM_CONFIGS = [_cfg(4, BLOCK_C=8, CSPLIT=1), _cfg(4, BLOCK_C=16, CSPLIT=1),
+                _cfg(8, BLOCK_C=32, CSPLIT=1), _cfg(8, BLOCK_C=32, CSPLIT=2),
+                _cfg(16, BLOCK_C=64, CSPLIT=1), _cfg(4, BLOCK_C=16, CSPLIT=2),
+                _cfg(4, BLOCK_C=8, CSPLIT=4)]
+
+
+@triton.jit
+def _ranked_ahead(v_i, i, v_j, j, valid_j):
+    # how many j come before each i in a descending top-k (ties: the lower index first)
+    ahead = (v_j[None, :] > v_i[:, None]) | ((v_j[None, :] == v_i[:, None]) & (j[None, :] < i[:, None]))
+    return tl.sum((ahead & valid_j[None, :]).to(tl.int32), axis=1)
+
+
+@triton.jit
+def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr):
+    """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util."""
+    b = tl.program_id(0).to(tl.int64)
+    util = util_ptr + b * N0
+    split = split_ptr + b * N0
+    ids0 = ids0_ptr + b * K0
+    ids1 = ids1_ptr + b * 4 * J
+    lanes = tl.arange(0, BLOCK)
+    # a tile's rank is its position in the descending order: scatter it there if < K0
+    for i0 in range(0, N0, BLOCK):
+        i = i0 + lanes
+        v_i = tl.load(util + i, mask=i < N0, other=0.0).to(tl.float32)
+        rank = tl.zeros([BLOCK], dtype=tl.int32)
+        for j0 in range(0, N0, BLOCK):
+            j = j0 + lanes
+            v_j = tl.load(util + j, mask=j < N0, other=0.0).to(tl.float32)
+            rank += _ranked_ahead(v_i, i, v_j, j, j < N0)
+        tl.store(ids0 + rank, i, mask=(i < N0) & (rank < K0))
+    tl.debug_barrier()  # ids0 written by some threads is read back by others
+    quad = tl.arange(0, 4)
+    for k0 in range(0, K0, BLOCK):
+        k = k0 + lanes
+        parent = tl.load(ids0 + k, mask=k < K0, other=0)
+        v_k = tl.load(split + parent, mask=k < K0, other=0.0).to(tl.float32)
+        rank = tl.zeros([BLOCK], dtype=tl.int32)
+        for j0 in range(0, K0, BLOCK):
+            j = j0 + lanes
+            v_j = tl.load(split + tl.load(ids0 + j, mask=j < K0, other=0), mask=j < K0,
+                          other=0.0).to(tl.float32)
+            rank += _ranked_ahead(v_k, k, v_j, j, j < K0)
+        # children row-major inside the parent, on the grid of half the tile size
+        rows = 2 * (parent // COLS0)[:, None] + quad[None, :] // 2
+        cols = 2 * (parent % COLS0)[:, None] + quad[None, :] % 2
+        tl.store(ids1 + 4 * rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
+                 mask=((k < K0) & (rank < J))[:, None])
+
+
+@triton.jit
+def _tile_pixels(ids_ptr, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
+    """Image offset of tile n's frame, its pixels' in-image offsets and their mask."""
+    tile = tl.load(ids_ptr + n)
+    per_row = W // S
+    p = tl.arange(0, SSP)
+    pix = ((tile // per_row) * S + p // S) * W + (tile % per_row) * S + p % S
+    return (n // K) * C * H * W, pix, p < S * S
+
+
+@triton.jit
+def _scale_shift(gb_ptr, n, offs_c, mask_c, C):
+    gamma = tl.load(gb_ptr + n * 2 * C + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    beta = tl.load(gb_ptr + n * 2 * C + C + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+    # 1 + tanh(g) = 2 * sigmoid(2g): no cancellation near 0 and no overflow
+    return 2.0 / (1.0 + tl.exp(-2.0 * gamma)), beta
+
+
+@triton.jit
+def _modulate(raw, scale, shift):
+    # the reference materialises the modulated tile in the data dtype: round like it
+    return (scale[:, None] * raw.to(tl.float32) + shift[:, None]).to(raw.dtype).to(tl.float32)
+
+
+@triton.autotune(configs=autotune_configs(MEAN_CONFIGS), key=["C", "K", "S"])
+@triton.jit
+def _tile_mean_kernel(src_ptr, ids_ptr, tok_ptr, C, H, W, K,
+                      S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr):
+    """tokens[n, c] = mean of tile n of src over its s x s pixels (fp32 sum)."""
+    n = tl.program_id(0).to(tl.int64)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
+    mask = (offs_c < C)[:, None] & valid[None, :]
+    x = tl.load(src_ptr + img + offs_c[:, None] * (H * W) + pix[None, :], mask=mask, other=0.0)
+    mean = tl.sum(x.to(tl.float32), axis=1) / (S * S)
+    tl.store(tok_ptr + n * C + offs_c, mean.to(tok_ptr.dtype.element_ty), mask=offs_c < C)
+
+
+@triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
+@triton.jit
+def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
+                        S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr):
+    """D[n, p, c] = depthwise 3x3 of the modulated tile n, zero-padded at the tile border."""
+    n = tl.program_id(0).to(tl.int64)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
+    scale, shift = _scale_shift(gb_ptr, n, offs_c, mask_c, C)
+    p = tl.arange(0, SSP)
+    acc = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
+    for tap in tl.static_range(9):
+        dy = tap // 3 - 1
+        dx = tap % 3 - 1
+        inside = valid & (p // S + dy >= 0) & (p // S + dy < S) & (p % S + dx >= 0) & (p % S + dx < S)
+        mask = mask_c[:, None] & inside[None, :]
+        offs = img + offs_c[:, None] * (H * W) + (pix + dy * W + dx)[None, :]
+        raw = tl.load(src_ptr + offs, mask=mask, other=0.0)
+        # the padding is zeros of the modulated tile, not modulated zeros
+        tap_val = tl.where(mask, _modulate(raw, scale, shift), 0.0)
+        w = tl.load(dw_ptr + offs_c * 9 + tap, mask=mask_c, other=0.0).to(tl.float32)
+        acc += w[:, None] * tap_val
+    # pixel-major [N * s * s, C]: the pointwise mix is then one GEMM with its bias fused
+    out = d_ptr + (n * (S * S) + p[None, :]) * C + offs_c[:, None]
+    tl.store(out, acc.to(d_ptr.dtype.element_ty), mask=mask_c[:, None] & valid[None, :])
+
+
+@triton.autotune(configs=autotune_configs(NORM_CONFIGS), key=["C", "K", "S", "BLEND"],
+                 restore_value=["dst_ptr"])  # level 1 updates dst in place: undo tuning runs
+@triton.jit
+def _norm_gate_kernel(src_ptr, ids_ptr, gb_ptr, u_ptr, nw_ptr, nb_ptr, vs_ptr, vb_ptr, gs_ptr,
+                      gsh_ptr, alpha_ptr, dst_ptr, C, H, W, K, EPS,
+                      S: tl.constexpr, SSP: tl.constexpr, BLEND: tl.constexpr,
+                      BLOCK_C: tl.constexpr, CSPLIT: tl.constexpr):
+    """Group norm of tile n of U, gated ReLU, + the modulated tile; stored (or blended) in dst."""
+    n = tl.program_id(0).to(tl.int64)
+    img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
+    p = tl.arange(0, SSP)
+    u_tile = u_ptr + n * (S * S) * C
+    # one pass over all C x s x s values, shifted by a sample of the tile so that
+    # E[(u - pivot)^2] - E[u - pivot]^2 does not cancel
+    pivot = tl.load(u_tile).to(tl.float32)
+    acc = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
+    acc_sq = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
+    for c0 in range(0, C, BLOCK_C):
+        offs_c = c0 + tl.arange(0, BLOCK_C)
+        mask = (offs_c < C)[:, None] & valid[None, :]
+        u = tl.load(u_tile + p[None, :] * C + offs_c[:, None], mask=mask, other=0.0)
+        d = tl.where(mask, u.to(tl.float32) - pivot, 0.0)
+        acc += d
+        acc_sq += d * d
+    mean_d = tl.sum(tl.sum(acc, axis=1), axis=0) / (C * S * S)
+    var = tl.maximum(tl.sum(tl.sum(acc_sq, axis=1), axis=0) / (C * S * S) - mean_d * mean_d, 0.0)
+    mean = pivot + mean_d
+    rstd = 1.0 / tl.sqrt(var + EPS)
+    for c0 in range(tl.program_id(1) * BLOCK_C, C, CSPLIT * BLOCK_C):
+        offs_c = c0 + tl.arange(0, BLOCK_C)
+        mask_c = offs_c < C
+        mask = mask_c[:, None] & valid[None, :]
+        u = tl.load(u_tile + p[None, :] * C + offs_c[:, None], mask=mask, other=0.0).to(tl.float32)
+        nw = tl.load(nw_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        nb = tl.load(nb_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        normed = (u - mean) * rstd * nw[:, None] + nb[:, None]
+        vs = tl.load(vs_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        vb = tl.load(vb_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        gs = tl.load(gs_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        gsh = tl.load(gsh_ptr + offs_c, mask=mask_c, other=0.0).to(tl.float32)
+        gated = (normed * vs[:, None] + vb[:, None]) * tl.maximum(normed * gs[:, None] + gsh[:, None], 0.0)
+        offs = img + offs_c[:, None] * (H * W) + pix[None, :]
+        raw = tl.load(src_ptr + offs, mask=mask, other=0.0)
+        scale, shift = _scale_shift(gb_ptr, n, offs_c, mask_c, C)
+        out = (_modulate(raw, scale, shift) + gated).to(raw.dtype)
+        if BLEND:  # src is the level-0 result, the gate's base; out is its detail
+            alpha = tl.load(alpha_ptr + (n // K) * H * W + pix, mask=valid, other=0.0).to(tl.float32)
+            base = raw.to(tl.float32)
+            out = (base + alpha[None, :] * (out.to(tl.float32) - base)).to(raw.dtype)
+        tl.store(dst_ptr + offs, out, mask=mask)

@@ -1,0 +1,89 @@
+"""Reading the autotuners' choices after a cell: a real two-config Triton autotuner, in the interpreter.
+
+The interpreter keeps one config per apex_kernels autotuner, so this builds its own with
+two and a fake benchmark (the interpreter has no CUDA events) that favours a different
+config at each size: the choice per shape must come from the autotuner's cache, not
+from ``best_config`` (which only holds the last launch's choice).
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
+
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+
+from adapters.triton_autotune import autotune_entries, cached_keys, tuning_key  # noqa: E402
+from apex_kernels._utils import KernelLaunch  # noqa: E402
+
+
+def fake_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
+    """Run the candidate once; 'time' it by its block: small blocks win at N < 32."""
+    kernel_call()
+    block = fake_bench.block_of_last_call  # type: ignore[attr-defined]
+    n = fake_bench.n  # type: ignore[attr-defined]
+    ms = 1.0 if (block == 4) == (n < 32) else 2.0
+    return [ms, ms, ms]
+
+
+def _pre_hook(kwargs: dict[str, Any]) -> None:
+    fake_bench.block_of_last_call = kwargs["BLOCK"]  # type: ignore[attr-defined]
+    fake_bench.n = kwargs["N"]  # type: ignore[attr-defined]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 4}, num_warps=1, pre_hook=_pre_hook),
+                          triton.Config({"BLOCK": 16}, num_warps=2, pre_hook=_pre_hook)],
+                 key=["N"], do_bench=fake_bench)
+@triton.jit
+def _double_kernel(x, y, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, 2 * tl.load(x + offs, mask=offs < N), mask=offs < N)
+
+
+def launch_of(n: int, dtype: torch.dtype = torch.float32) -> KernelLaunch:
+    x = torch.arange(n, dtype=dtype)
+    y = torch.empty_like(x)
+    return KernelLaunch("double", _double_kernel, lambda meta: (triton.cdiv(n, meta["BLOCK"]),),
+                        (x, y, n), {}, f"N{n}")
+
+
+def test_the_choice_of_each_shape_is_read_from_the_cache() -> None:
+    _double_kernel.cache.clear()
+    small, large = launch_of(8), launch_of(64)
+    before = cached_keys([small, large])
+    for launch in (small, large, small, large):
+        launch()
+    assert torch.equal(small.args[1], 2 * small.args[0])
+    assert _double_kernel.best_config.kwargs["BLOCK"] == 16  # the last launch's choice only
+    entries = autotune_entries([small, large, small], before)
+    assert [(e["shape_bucket"], e["selected_config"]["BLOCK"], e["launches"]) for e in entries] == [
+        ("N8", 4, 2), ("N64", 16, 1)]
+    assert all(e["selection_source"] == "triton_best_config" for e in entries)
+    # this cell tuned both shapes: one miss each
+    assert [(e["cache_hits"], e["cache_misses"]) for e in entries] == [(0, 1), (0, 1)]
+    # a later cell of the same shapes finds them cached
+    again = autotune_entries([launch_of(8)], cached_keys([small]))
+    assert (again[0]["cache_hits"], again[0]["cache_misses"]) == (1, 0)
+
+
+def test_tuning_key_is_the_key_triton_caches_under() -> None:
+    _double_kernel.cache.clear()
+    launch = launch_of(8, torch.float16)
+    launch()
+    assert set(_double_kernel.cache) == {tuning_key(_double_kernel, launch.args, launch.meta)}
+
+
+def test_a_kernel_without_an_autotuner_reports_its_bound_config() -> None:
+    x = torch.arange(8.0)
+    launch = KernelLaunch("double", _double_kernel.fn, (2,), (x, torch.empty_like(x), 8),
+                          {"BLOCK": 4, "num_warps": 1}, "N8")
+    launch()
+    (entry,) = autotune_entries([launch], cached_keys([launch]))
+    assert entry["selection_source"] == "heuristic"
+    assert entry["selected_config"] == {"BLOCK": 4, "num_warps": 1}
+    assert (entry["launches"], entry["cache_hits"], entry["cache_misses"]) == (1, 0, 0)
