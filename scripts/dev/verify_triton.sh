@@ -14,6 +14,7 @@ r = json.load(open(sys.argv[1]))
 print("host us per call:", {f"{c['workload']}/{c['case']}": round((c.get("host_ms") or 0) * 1e3, 1)
                             for c in r["benchmarks"]})
 PY
+source scripts/gpu_env.sh >/dev/null  # the gate needs jsonschema from the carried wheels
 baseline=$(bash scripts/gpu_baseline_path.sh)
 if [ -f "$baseline" ]; then
   for i in 1 2 3; do apex-bench compare --baseline "$baseline" --current "$work/fixed-triton-$i.json" --quiet; done
