@@ -88,6 +88,16 @@ def stored_samples(metric: str, samples: Sequence[float], limit: int = MAX_STORE
     return tuple(samples[i] for i in keep)
 
 
+def check_complete(reports: Sequence[LoadedReport], allow_partial: bool) -> None:
+    """A baseline comes from runs that finished: an interrupted or killed run lacks the cells it
+    never reached, and its metrics would silently vanish from the gate."""
+    for report in reports:
+        if report.status != "complete" and not allow_partial:
+            raise InputFileError(report.path, "status", f"is {report.status!r}: the run did not finish "
+                                 f"({len(report.cells)} cells recorded); a baseline needs complete runs "
+                                 "(--allow-partial takes the cells it has)")
+
+
 def _check_alike(reports: Sequence[LoadedReport]) -> None:
     """Reports merged into one baseline must come from one suite and one environment."""
     first = reports[0]
@@ -170,7 +180,8 @@ def _source(reports: Sequence[LoadedReport]) -> dict[str, Any]:
 
 def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: float | None = None,
                   abs_ms: float | None = None, notes: str | None = None,
-                  min_effect: float | None = None, extra_metrics: Sequence[str] = ()) -> Baseline:
+                  min_effect: float | None = None, extra_metrics: Sequence[str] = (),
+                  allow_partial: bool = False) -> Baseline:
     """A baseline with the device's metrics for every ok cell, valued at the median over ``reports``.
 
     Each metric gets the hard cap of the device's ratio table and, for the statistics of its
@@ -178,6 +189,7 @@ def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: floa
     metrics beyond time (``extra_metrics.EXTRA_METRICS``) to gate as well.
     """
     reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
+    check_complete(reports, allow_partial)
     _check_alike(reports)
     device = str(reports[0].environment_key.get("device"))
     ratios = ratio_table(device, ratio)

@@ -233,7 +233,8 @@ def load_report(path: Path | str) -> LoadedReport:
     cells = tuple(_report_cell(c) for c in record["benchmarks"])
     return LoadedReport(path=str(path), suite=record["suite"], timestamp_utc=record["timestamp_utc"],
                         environment_key=gate_environment_key(record), cells=cells,
-                        git_commit=(record["environment"].get("git") or {}).get("commit"))
+                        git_commit=(record["environment"].get("git") or {}).get("commit"),
+                        status=str(record.get("status") or "complete"))
 
 
 def check_suite(baseline: Baseline, baseline_path: Path | str, report: LoadedReport) -> None:

@@ -123,6 +123,7 @@ class LoadedReport:
     environment_key: Mapping[str, Any]
     cells: tuple[ReportCell, ...]
     git_commit: str | None = None
+    status: str = "complete"  # the run's status: complete, interrupted, running (a killed run)
 
     def cells_by_metric(self, stats: tuple[str, ...] = tuple(QUANTILE_STATS)) -> dict[str, ReportCell]:
         """Every metric name this report could answer, mapped to its cell."""

@@ -90,6 +90,8 @@ def build_parser() -> OneLineParser:
     emit.add_argument("--extra-metrics", type=_extra_metric_list, default=(), metavar="NAMES",
                       help="also gate these per cell, comma-separated: " + ", ".join(
                           f"{m.name} ({m.description})" for m in EXTRA_METRICS.values()))
+    emit.add_argument("--allow-partial", action="store_true", help="take the cells an interrupted "
+                      "run recorded (its other cells get no metric; the ones used are listed)")
     emit.add_argument("--notes", help="baseline_notes (default: where and how it was emitted)")
     prom = commands.add_parser(
         "promote", help="replace a baseline with new runs, only when they agree among themselves",
@@ -151,7 +153,14 @@ def main(argv: list[str]) -> int:
     check_writable(output, "--output")
     reports = [load_report(source) for source in args.sources]
     baseline = emit_baseline(reports, ratio=args.ratio, abs_ms=args.abs_ms, notes=args.notes,
-                             min_effect=args.min_effect, extra_metrics=args.extra_metrics)
+                             min_effect=args.min_effect, extra_metrics=args.extra_metrics,
+                             allow_partial=args.allow_partial)
+    for report in reports:
+        if report.status != "complete":
+            cells = sorted({f"{c.workload}/{c.case}/{c.backend}/{c.dtype}" for c in report.cells
+                            if c.status == "ok"})
+            print(f"apex-bench baseline: {report.path} is {report.status}; took its {len(cells)} ok cell(s): "
+                  f"{', '.join(cells) or 'none'}")
     write_baseline(output, baseline)
     print(f"apex-bench baseline: wrote {output} ({len(baseline.metrics)} metrics from "
           f"{len(reports)} report(s))")

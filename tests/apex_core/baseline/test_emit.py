@@ -121,3 +121,21 @@ def test_a_statistic_below_a_nanosecond_is_stored_as_one(tmp_path):
     assert load_baseline(written).metrics == {
         name: attrs.evolve(m, samples_ms=tuple(0.0 for _ in m.samples_ms))  # stored to the nanosecond
         for name, m in baseline.metrics.items()}
+
+
+def test_a_partial_report_is_refused_unless_allowed_and_then_its_cells_are_named(tmp_path):
+    from tests.conftest import run_cli
+
+    record = report([cell("tilepack", values=samples(0.2, seed=1))])
+    record["status"] = "interrupted"
+    path = write(tmp_path / "partial.json", record)
+    with pytest.raises(InputFileError, match="field status: is 'interrupted'.*--allow-partial"):
+        emit_baseline(load_report(path))
+    assert emit_baseline(load_report(path), allow_partial=True).metrics
+    refused = run_cli(["baseline", "emit", "--from", "partial.json", "--output", "b.json"], cwd=tmp_path)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "b.json").exists()
+    allowed = run_cli(["baseline", "emit", "--from", "partial.json", "--output", "b.json", "--allow-partial"],
+                      cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "is interrupted; took its 1 ok cell(s): tilepack/default/torch-reference/fp32" in allowed.stdout
