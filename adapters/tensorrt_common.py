@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from adapters.lazy_import import cuda_reason, try_import
 from apex_core.engine.runtime import BoundModel
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, one_line
+from apex_core.lazy_import import cuda_reason, try_import
 
 if TYPE_CHECKING:
     import torch

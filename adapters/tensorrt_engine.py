@@ -1,10 +1,13 @@
 """A serialized TensorRT engine (``--trt-engine-path``), or one built from the workload's ONNX export.
 
 Skip reasons, in the order they are checked: tensorrt not importable, no CUDA device,
-no engine given, engine file not found, deserialization failed (all from ``probe``);
-then per cell: a workload the engine does not serve, unsupported dtype, a dynamic
+engine file not found, deserialization failed (all from ``probe``); then per cell: no
+engine given, a workload the engine does not serve, unsupported dtype, a dynamic
 dimension with no shape given (from ``supports``). A ``--trt-build`` engine the
 builder rejects is skipped from ``prepare`` with the builder's reason.
+
+``engine`` workload cases (a serialized engine swept over shape cases, ``apex-bench
+sweep``) bring their own file and need neither option.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from adapters.tensorrt_common import (
     tensorrt_reason,
 )
 from apex_core.correctness import DTYPES
+from apex_core.engine.serving import EngineBackend
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
+from apex_core.workloads.engine_file import EngineWorkload
 
 if TYPE_CHECKING:
     import torch
@@ -97,11 +102,13 @@ def engine_support_reason(workload: str, engine_inputs: tuple[TensorSpec, ...],
     return f"{workload} does not fit the engine: {problem}" if problem else ""
 
 
-class TensorRTEngineBackend(Backend):
+class TensorRTEngineBackend(EngineBackend, Backend):
     """Runs a TensorRT engine on the workload's inputs, bound by name; timed like any CUDA backend."""
 
     name = "tensorrt-engine"
     description = "a TensorRT engine (serialized with --trt-engine-path, or built with --trt-build)"
+    aliases = ("trt",)
+    engine_formats = frozenset({"tensorrt"})
 
     def __init__(self) -> None:
         self.options = EngineOptions()
@@ -116,8 +123,6 @@ class TensorRTEngineBackend(Backend):
         reason = tensorrt_reason(device)
         if reason:
             return Availability.no(reason)
-        if not self.options.engine_path and not self.options.build:
-            return Availability.no(NO_ENGINE)
         if self.options.engine_path:
             try:
                 # the probing process keeps only the engine's I/O description, not the engine
@@ -127,9 +132,16 @@ class TensorRTEngineBackend(Backend):
             self._engine_inputs[self.options.engine_path] = inputs
         return Availability.yes()
 
+    def load_engine(self, path: str, device: str) -> TensorRTEngineModel:
+        return load_engine_model(path, device)
+
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        if isinstance(workload, EngineWorkload):
+            return self._file_support(workload, case, dtype_name)
         if self.options.build:
             return self._build_support(workload, case, dtype_name)
+        if not self.options.engine_path:
+            return Support.no(NO_ENGINE)
         if workload.name != self.options.engine_workload:
             return Support.no(f"the engine from --trt-engine-path serves {self.options.engine_workload} only "
                               "(name its workload with --workloads)")
@@ -140,6 +152,19 @@ class TensorRTEngineBackend(Backend):
             # shapes and dtypes only: the same generator the cell uses, on the CPU
             self._metas[key] = _metas(workload.make_inputs(case, "cpu", DTYPES[dtype_name], 0))
         reason = engine_support_reason(workload.name, engine_inputs, self._metas[key])
+        return Support.no(reason) if reason else Support.yes()
+
+    def _file_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        """A serialized engine of the engine workload: the case's inputs must fit it."""
+        support = self.engine_support(case.params)
+        if not support.ok:
+            return support
+        try:
+            engine_inputs = self._model(case.params.engine, "cuda").inputs
+        except EngineLoadError as exc:
+            return Support.no(str(exc))
+        metas = _metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
+        reason = engine_support_reason(case.params.engine, engine_inputs, metas)
         return Support.no(reason) if reason else Support.yes()
 
     def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
@@ -162,6 +187,14 @@ class TensorRTEngineBackend(Backend):
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         device = str(next(iter(inputs.values())).device)
+        if isinstance(workload, EngineWorkload):
+            try:
+                engine_model = self._model(case.params.engine, device)
+            except EngineLoadError as exc:
+                raise CellSkipped(str(exc)) from None
+            from apex_core.engine.serving import prepare_engine
+
+            return prepare_engine(engine_model, case, inputs)
         if self.options.build:
             model, source = self._built_model(workload, case, inputs, device), "built from the ONNX export"
         else:

@@ -107,6 +107,15 @@ class Workload(abc.ABC):
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:  # noqa: B027 - optional hook
         """Raise ``InputValidationError`` when inputs break the contract (checked once, untimed)."""
 
+    def unchecked_reason(self, case: Case) -> str:
+        """Why outputs of ``case`` cannot be checked (there is no reference); "" when they are.
+
+        A workload that answers here is timed but never checked: its ``ok`` cells are
+        reported with correctness ``unchecked`` and this reason, and ``reference`` is
+        never called for them.
+        """
+        return ""
+
     def tolerance(self, dtype_name: str) -> Tolerance:
         """Comparison bounds for outputs computed in ``dtype_name``."""
         atol, rtol = DEFAULT_TOLERANCES[dtype_name]
@@ -130,6 +139,9 @@ class Prepared:
     # Called once after the cell's last call; its dict is merged into the metadata
     # (e.g. what an autotuner selected and how many launches hit its cache).
     report_metadata: Callable[[], dict[str, Any]] | None = None
+    # The work of one call when only the built callable knows it (an engine file's output
+    # shapes follow from running it); None: the workload's ``work`` counts it.
+    work: Work | None = None
 
 
 class CellSkipped(ApexBenchError):

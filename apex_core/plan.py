@@ -48,6 +48,8 @@ class Plan:
     # per backend name, plain data (picklable, JSON-ready): handed to Backend.configure in
     # every process that probes or runs that backend
     backend_options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    # more of the report's config, merged over the plan's own keys (a sweep names its engine file)
+    extra_config: dict[str, Any] = attrs.field(factory=dict)
 
     def options_for(self, backend: str) -> dict[str, Any]:
         """The options of one backend (empty when none were given)."""
@@ -66,6 +68,7 @@ class Plan:
             "timeout_s": self.timeout_s,
             "timing": attrs.asdict(self.timing),
             "backend_options": {name: dict(opts) for name, opts in self.backend_options.items()},
+            **self.extra_config,
         }
 
 

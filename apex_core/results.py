@@ -261,6 +261,9 @@ class CellResult:
     wall_time_s: float | None = None
     log: str = ""  # traceback or worker output; goes to the log file, not the report
     telemetry: Telemetry | None = None  # CUDA cells: NVML clocks, throttling, energy
+    # why the outputs were not checked (the workload has no reference, e.g. an engine file
+    # swept over shape cases); "" when they were checked or the cell never got that far
+    unchecked: str = ""
 
     @property
     def key(self) -> str:

@@ -68,6 +68,8 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
             text += f" [{notes.ref(_throttle_note(cell.telemetry))}]"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"
+        if cell.unchecked:
+            text += f" unchecked [{notes.ref(cell.unchecked)}]"
         return text
     label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
     return f"{label} [{notes.ref(cell.reason or str(cell.status))}]"
