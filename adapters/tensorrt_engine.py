@@ -170,13 +170,10 @@ class TensorRTEngineBackend(EngineBackend, Backend):
     def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
         if dtype_name not in ("fp16", "bf16", "fp32"):
             return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
-        try:
-            from apex_core.engine import onnx_export
-        except ImportError as exc:
-            return Support.no(f"--trt-build needs the ONNX exporter, which fails to import: {exc}")
-        # exportable_in also knows the exports that fail in one dtype (bf16)
-        check = getattr(onnx_export, "exportable_in", None)
-        ok, why = check(workload, case, dtype_name) if check else onnx_export.exportable(workload, case)
+        from apex_core.engine.onnx_export import exportable_in
+
+        # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
+        ok, why = exportable_in(workload, case, dtype_name)
         return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
 
     def _model(self, path: str, device: str) -> TensorRTEngineModel:

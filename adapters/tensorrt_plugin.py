@@ -103,6 +103,7 @@ class TensorRTPluginBackend(Backend):
 
     name = "tensorrt-plugin"
     description = "TensorRT plugin layers (namespace apexx) from --trt-plugin-lib or APEXX_TRT_PLUGIN_LIB"
+    aliases = ("trt",)
 
     def __init__(self) -> None:
         self.given_libraries: tuple[str, ...] = ()

@@ -196,7 +196,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _fail("timing", exc) from None
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
     try:
-        work = prepared.work if prepared.work is not None else workload.work(case)
+        work = prepared.work if prepared.work is not None else workload.work(case, spec.dtype)
     except Exception as exc:
         raise _fail("work count", exc) from None
     record["derived"] = derive(work, timing)

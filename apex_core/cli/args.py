@@ -9,7 +9,6 @@ from typing import NoReturn
 
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
-from apex_core.interfaces import PROFILES
 
 EXIT_CODES = """\
 exit codes:
@@ -173,15 +172,16 @@ def build_run_parser() -> OneLineParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sel = parser.add_argument_group("selection")
-    sel.add_argument("--backends", type=_comma_list, help="comma list of backends or aliases "
-                     "(trt = tensorrt-plugin,tensorrt-engine; all); default: all")
+    sel.add_argument("--backends", type=_comma_list, help="comma list of backends or the aliases "
+                     "backends declare (trt = tensorrt-engine,tensorrt-plugin; all); default: all")
     sel.add_argument("--workloads", type=_comma_list, help="comma list of workloads, "
                      "workload:case, or all; default: all")
     sel.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     sel.add_argument("--dtype", type=_dtype_list, help="one or a comma list of fp16, bf16, fp32; "
                      "default fp16 on cuda, fp32 on cpu")
-    sel.add_argument("--profile", choices=tuple(PROFILES), default="fixed",
-                     help="parameter profile (default: fixed)")
+    sel.add_argument("--profile", default="fixed", help="parameter profile: fixed, or one the selected "
+                     "workloads define (built-ins: smoke, large); a workload without it runs with its "
+                     "defaults and the report says so (default: fixed)")
     sel.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a workload parameter (repeatable)")
     sel.add_argument("--seed", type=seed, default=0, help="seed of the generated inputs (default 0)")

@@ -15,12 +15,9 @@ from apex_core.results import Accuracy, CellResult, Report, Stats, Status
 
 SCHEMA_VERSION = 1
 
-_THROUGHPUT_FIELDS = {
-    "tiles": "tiles_per_s",
-    "tokens": "tokens_per_s",
-    "elements": "elements_per_s",
-    "frames": "frames_per_s",
-}
+def throughput_field(units: str) -> str:
+    """The record key of a throughput: ``tiles_per_s``, ``images_per_s`` (units are free text)."""
+    return f"{units}_per_s"
 
 
 def _finite(value: float | None) -> float | None:
@@ -142,7 +139,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         record.update(
             {
                 "units": d.units,
-                _THROUGHPUT_FIELDS[d.units]: d.units_per_s,
+                throughput_field(d.units): d.units_per_s,
                 "gbps": d.gbps,
                 "tflops": d.tflops,
                 "bytes_moved": d.bytes_moved,

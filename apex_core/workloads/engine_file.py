@@ -127,7 +127,7 @@ class EngineWorkload(Workload):
     def unchecked_reason(self, case: Case) -> str:
         return NO_REFERENCE
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """The inputs read once (the backend adds the outputs, which only running the file tells)."""
         p: EngineParams = case.params
         moved = sum(torch_dtype(dtype).itemsize * _numel(shape) for _name, dtype, shape in p.inputs)
