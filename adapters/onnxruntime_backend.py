@@ -5,24 +5,34 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from adapters.lazy_import import cuda_reason, try_import
+from apex_core.engine.serving import EngineBackend
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
+from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case, Support
+from apex_core.workloads.engine_file import EngineWorkload
 
 _ORT_HINT = "pip install onnxruntime, or onnxruntime-gpu for CUDA"
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(EngineBackend, Backend):
     """Exports each case with ``apex_core.engine.onnx_export`` and runs it in an ORT session.
 
     The export is traced per cell into a temporary folder and loaded from there; the session
     keeps the model in memory, so nothing is left on disk. Export and session creation
-    count as build time.
+    count as build time. ``engine`` workload cases (an ONNX file swept over shape cases)
+    load their own file instead.
     """
 
     name = "onnxruntime"
-    description = "the workload's ONNX export (torch.onnx) under ONNX Runtime"
+    description = "the workload's ONNX export (torch.onnx), or an ONNX file, under ONNX Runtime"
+    engine_formats = frozenset({"onnx"})
+
+    def load_engine(self, path: str, device: str) -> Any:
+        from apex_core.engine.ort_runtime import load_onnx_model
+
+        return load_onnx_model(path, device=device)
 
     def probe(self, device: str) -> Availability:
         ort, reason = try_import("onnxruntime", _ORT_HINT)
@@ -51,6 +61,8 @@ class OnnxRuntimeBackend(Backend):
         """
         from apex_core.engine.onnx_export import exportable_in
 
+        if isinstance(workload, EngineWorkload):
+            return self.engine_support(case.params)
         ok, reason = exportable_in(workload, case, dtype_name)
         return Support.yes() if ok else Support.no(reason)
 
@@ -59,6 +71,8 @@ class OnnxRuntimeBackend(Backend):
         from apex_core.engine.ort_runtime import UnsupportedModelError, load_onnx_model
 
         device = str(next(iter(inputs.values())).device)
+        if isinstance(workload, EngineWorkload):
+            return self._prepare_file(case, inputs, device)
         dtype_name = _cell_dtype(inputs)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="apex-bench-onnx-") as scratch:
@@ -83,6 +97,18 @@ class OnnxRuntimeBackend(Backend):
                 "export_s": round(export_s, 3),
             },
         )
+
+
+    def _prepare_file(self, case: Case, inputs: Inputs, device: str) -> Prepared:
+        """An ONNX file of the engine workload: load it, bind the case's inputs."""
+        from apex_core.engine.ort_runtime import UnsupportedModelError
+        from apex_core.engine.serving import prepare_engine
+
+        try:
+            model = self.load_engine(case.params.engine, device)
+        except UnsupportedModelError as exc:
+            raise CellSkipped(str(exc)) from None
+        return prepare_engine(model, case, inputs, providers=list(model.providers))
 
 
 def _cell_dtype(inputs: Inputs) -> str:

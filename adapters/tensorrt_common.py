@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from adapters.lazy_import import cuda_reason, try_import
 from apex_core.engine.runtime import BoundModel
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, one_line
+from apex_core.lazy_import import cuda_reason, try_import
+from apex_core.shared_library import is_bare_library_name, resolve_library
 
 if TYPE_CHECKING:
     import torch
@@ -349,33 +350,14 @@ def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
                              strongly_typed)
 
 
-def resolve_plugin_library(entry: str) -> str:
-    """Where ``entry`` loads from: a path made absolute, a bare name left to the dynamic loader.
-
-    dlopen searches LD_LIBRARY_PATH and the system folders for a name without a slash, never
-    the current folder: ``myplugin.so`` that is a file here becomes its absolute path, while a
-    name that is no file here (``libapexx.so``) stays bare for the loader's search. A path with
-    a slash is made absolute too, so a worker started in another folder loads the same file.
-    """
-    expanded = os.path.expanduser(entry.strip())
-    if is_bare_library_name(expanded) and not os.path.isfile(expanded):
-        return expanded
-    return os.path.abspath(expanded)
-
-
-def is_bare_library_name(entry: str) -> bool:
-    """True for a name the dynamic loader searches for (no slash), False for a path."""
-    return os.sep not in entry and (os.altsep is None or os.altsep not in entry)
-
-
 def plugin_library_paths(given: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
     """The plugin libraries: ``given`` (--trt-plugin-lib), else APEXX_TRT_PLUGIN_LIB split on os.pathsep.
 
-    Each is resolved with ``resolve_plugin_library``.
+    Each is resolved with ``resolve_library``.
     """
     entries = list(given) if given else (environ if environ is not None else os.environ).get(
         PLUGIN_LIB_ENV, "").split(os.pathsep)
-    return [resolve_plugin_library(p) for p in entries if p.strip()]
+    return [resolve_library(p) for p in entries if p.strip()]
 
 
 _ELF_KINDS = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core dump"}

@@ -1,10 +1,13 @@
 """A serialized TensorRT engine (``--trt-engine-path``), or one built from the workload's ONNX export.
 
 Skip reasons, in the order they are checked: tensorrt not importable, no CUDA device,
-no engine given, engine file not found, deserialization failed (all from ``probe``);
-then per cell: a workload the engine does not serve, unsupported dtype, a dynamic
+engine file not found, deserialization failed (all from ``probe``); then per cell: no
+engine given, a workload the engine does not serve, unsupported dtype, a dynamic
 dimension with no shape given (from ``supports``). A ``--trt-build`` engine the
 builder rejects is skipped from ``prepare`` with the builder's reason.
+
+``engine`` workload cases (a serialized engine swept over shape cases, ``apex-bench
+sweep``) bring their own file and need neither option.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from adapters.tensorrt_common import (
 )
 from apex_core.backend_options import BackendOption
 from apex_core.correctness import DTYPES
+from apex_core.engine.serving import EngineBackend
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
+from apex_core.workloads.engine_file import EngineWorkload
 
 if TYPE_CHECKING:
     import torch
@@ -98,7 +103,7 @@ def engine_support_reason(workload: str, engine_inputs: tuple[TensorSpec, ...],
     return f"{workload} does not fit the engine: {problem}" if problem else ""
 
 
-class TensorRTEngineBackend(Backend):
+class TensorRTEngineBackend(EngineBackend, Backend):
     """Runs a TensorRT engine on the workload's inputs, bound by name; timed like any CUDA backend."""
 
     name = "tensorrt-engine"
@@ -108,6 +113,8 @@ class TensorRTEngineBackend(Backend):
         BackendOption("engine_workload", "str", "the workload whose inputs it takes (default ff-infer)"),
         BackendOption("build", "bool", "build each cell's engine from the ONNX export (alias --trt-build)"),
     )
+    aliases = ("trt",)
+    engine_formats = frozenset({"tensorrt"})
 
     def __init__(self) -> None:
         self.options = EngineOptions()
@@ -122,8 +129,6 @@ class TensorRTEngineBackend(Backend):
         reason = tensorrt_reason(device)
         if reason:
             return Availability.no(reason)
-        if not self.options.engine_path and not self.options.build:
-            return Availability.no(NO_ENGINE)
         if self.options.engine_path:
             try:
                 # the probing process keeps only the engine's I/O description, not the engine
@@ -133,9 +138,16 @@ class TensorRTEngineBackend(Backend):
             self._engine_inputs[self.options.engine_path] = inputs
         return Availability.yes()
 
+    def load_engine(self, path: str, device: str) -> TensorRTEngineModel:
+        return load_engine_model(path, device)
+
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        if isinstance(workload, EngineWorkload):
+            return self._file_support(workload, case, dtype_name)
         if self.options.build:
             return self._build_support(workload, case, dtype_name)
+        if not self.options.engine_path:
+            return Support.no(NO_ENGINE)
         if workload.name != self.options.engine_workload:
             return Support.no(f"the engine from --trt-engine-path serves {self.options.engine_workload} only "
                               "(name its workload with --workloads)")
@@ -148,16 +160,26 @@ class TensorRTEngineBackend(Backend):
         reason = engine_support_reason(workload.name, engine_inputs, self._metas[key])
         return Support.no(reason) if reason else Support.yes()
 
+    def _file_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
+        """A serialized engine of the engine workload: the case's inputs must fit it."""
+        support = self.engine_support(case.params)
+        if not support.ok:
+            return support
+        try:
+            engine_inputs = self._model(case.params.engine, "cuda").inputs
+        except EngineLoadError as exc:
+            return Support.no(str(exc))
+        metas = _metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
+        reason = engine_support_reason(case.params.engine, engine_inputs, metas)
+        return Support.no(reason) if reason else Support.yes()
+
     def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
         if dtype_name not in ("fp16", "bf16", "fp32"):
             return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
-        try:
-            from apex_core.engine import onnx_export
-        except ImportError as exc:
-            return Support.no(f"--trt-build needs the ONNX exporter, which fails to import: {exc}")
-        # exportable_in also knows the exports that fail in one dtype (bf16)
-        check = getattr(onnx_export, "exportable_in", None)
-        ok, why = check(workload, case, dtype_name) if check else onnx_export.exportable(workload, case)
+        from apex_core.engine.onnx_export import exportable_in
+
+        # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
+        ok, why = exportable_in(workload, case, dtype_name)
         return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
 
     def _model(self, path: str, device: str) -> TensorRTEngineModel:
@@ -168,6 +190,14 @@ class TensorRTEngineBackend(Backend):
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         device = str(next(iter(inputs.values())).device)
+        if isinstance(workload, EngineWorkload):
+            try:
+                engine_model = self._model(case.params.engine, device)
+            except EngineLoadError as exc:
+                raise CellSkipped(str(exc)) from None
+            from apex_core.engine.serving import prepare_engine
+
+            return prepare_engine(engine_model, case, inputs)
         if self.options.build:
             model, source = self._built_model(workload, case, inputs, device), "built from the ONNX export"
         else:

@@ -108,6 +108,7 @@ class TensorRTPluginBackend(Backend):
         BackendOption("plugin_libs", "path", "a shared library registering the apexx plugins "
                       "(alias --trt-plugin-lib)", repeatable=True),
     )
+    aliases = ("trt",)
 
     def __init__(self) -> None:
         self.given_libraries: tuple[str, ...] = ()

@@ -88,6 +88,13 @@ def _fail(stage: str, exc: BaseException) -> _CellFailure:
     return _CellFailure(status, reason, traceback.format_exc())
 
 
+def _torch_dtype(dtype_name: str) -> torch.dtype:
+    """The torch dtype of a cell's dtype name; build_plan admits only ``DTYPES``, but an engine
+    file's cells carry the model's own dtype name (fp64, int64...) and its inputs take the
+    model's dtypes whatever is passed here."""
+    return DTYPES.get(dtype_name, torch.float32)
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -162,7 +169,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _fail("configure", exc) from None
     torch.manual_seed(spec.seed)
     try:
-        inputs = workload.make_inputs(case, spec.device, DTYPES[spec.dtype], spec.seed)
+        inputs = workload.make_inputs(case, spec.device, _torch_dtype(spec.dtype), spec.seed)
         workload.validate_inputs(case, inputs)
     except Exception as exc:
         raise _fail("input generation", exc) from None
@@ -178,21 +185,37 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None
     except Exception as exc:
         raise _fail("prepare", exc) from None
-    _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
-             "before-timing", record)
+    unchecked = _unchecked_reason(workload, case)
+    record["unchecked"] = unchecked
+    if not unchecked:
+        _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
+                 "before-timing", record)
     try:
         timing, peak, telemetry = _measure(prepared, spec)
     except Exception as exc:
         raise _fail("timing", exc) from None
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
-    record["derived"] = derive(workload.work(case), timing)
-    _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
-             "after-timing", record)
+    try:
+        work = prepared.work if prepared.work is not None else workload.work(case, spec.dtype)
+    except Exception as exc:
+        raise _fail("work count", exc) from None
+    record["derived"] = derive(work, timing)
+    if not unchecked:
+        _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
+                 "after-timing", record)
     if prepared.report_metadata is not None:
         try:
             record["metadata"] = {**record["metadata"], **prepared.report_metadata()}
         except Exception as exc:
             raise _fail("metadata collection", exc) from None
+
+
+def _unchecked_reason(workload: Workload, case: Case) -> str:
+    """The workload's reason not to check ``case`` (no reference), or "" to check it."""
+    try:
+        return str(workload.unchecked_reason(case) or "")
+    except Exception as exc:
+        raise _fail("unchecked_reason", exc) from None
 
 
 def _checked(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, spec: CellSpec,
@@ -250,4 +273,5 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         telemetry=record.get("telemetry"),
         wall_time_s=time.perf_counter() - started,
         log=log,
+        unchecked=record.get("unchecked", "") if status == Status.OK else "",
     )

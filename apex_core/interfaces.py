@@ -31,36 +31,26 @@ DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
     "fp8": (3e-3, 3e-2),
 }
 
-# Profiles shared by every built-in workload: values are applied to each
-# workload's parameter class for the fields it has.
-PROFILES: Mapping[str, Mapping[str, Any]] = {
-    "fixed": {},
-    "smoke": {
-        "batch": 1,
-        "channels": 8,
-        "height": 16,
-        "width": 16,
-        "tile_size": 4,
-        "kmax": 6,
-        "steps": 16,
-        "budget_b1": 4,
-        "budget_b2": 2,
-        "budget_total": 6,
-    },
-    # Sizes that fill an H100/H200 for the memory-bound tile ops (hundreds of MB per call).
-    # steps stays at the fixed value: torch.compile unrolls the reference scan's loop.
-    "large": {
-        "batch": 8,
-        "channels": 256,
-        "height": 512,
-        "width": 512,
-        "tile_size": 8,
-        "kmax": 1024,
-        "budget_b1": 256,
-        "budget_b2": 128,
-        "budget_total": 512,
-    },
-}
+FIXED_PROFILE = "fixed"  # every workload's parameter defaults; a workload names its other profiles
+
+
+@attrs.frozen
+class ExportRecipe:
+    """How one workload case exports to ONNX (``Workload.export_recipe``).
+
+    ``dynamic_axes`` maps an input name to ``{axis: symbolic name}`` for the axes that may
+    change size in the exported graph (only where the traced graph stays correct at other
+    sizes); ``note`` says what stays fixed and why. ``unsupported`` (non-empty) says why this
+    case has no export in the asked dtype, e.g. an exporter that fails on bf16.
+    """
+
+    dynamic_axes: Mapping[str, Mapping[int, str]] = attrs.field(factory=dict)
+    note: str = ""
+    unsupported: str = ""
+
+    @classmethod
+    def refused(cls, reason: str) -> ExportRecipe:
+        return cls(unsupported=reason)
 
 
 class Workload(abc.ABC):
@@ -70,13 +60,30 @@ class Workload(abc.ABC):
     description: ClassVar[str]
     params_type: ClassVar[type]  # a frozen attrs class; its defaults are the fixed profile
     case_names: ClassVar[tuple[str, ...]] = ("default",)
+    # Named parameter profiles besides "fixed" (the defaults): {"smoke": {"channels": 8, ...}}.
+    # Values name fields of params_type. A run under a profile this workload lacks runs it
+    # with its defaults and records that in the report (docs/workloads.md).
+    profiles: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
-    def make_params(self, profile: str = "fixed", overrides: Mapping[str, Any] | None = None) -> Any:
-        """Resolve the parameters for a profile plus ``--set`` overrides (already typed)."""
+    def profile_names(self) -> tuple[str, ...]:
+        """``fixed`` and the profiles this workload defines."""
+        return (FIXED_PROFILE, *(name for name in self.profiles if name != FIXED_PROFILE))
+
+    def make_params(self, profile: str = FIXED_PROFILE, overrides: Mapping[str, Any] | None = None) -> Any:
+        """Resolve the parameters for one of this workload's profiles plus ``--set`` overrides (typed).
+
+        Overrides of fields this workload does not have are ignored (they are meant for
+        another workload of the run); a profile it does not define is a ``ParamError``.
+        """
         fields = {f.name for f in attrs.fields(self.params_type)}
-        if profile not in PROFILES:
-            raise ParamError(f"unknown profile {profile!r}; choose from {', '.join(PROFILES)}")
-        values = {k: v for k, v in PROFILES[profile].items() if k in fields}
+        if profile not in self.profile_names():
+            raise ParamError(f"{self.name} has no profile {profile!r}; its profiles: "
+                             f"{', '.join(self.profile_names())}")
+        values = dict(self.profiles.get(profile, {}))
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ParamError(f"{self.name}: profile {profile!r} sets {unknown[0]!r}, which is not a "
+                             f"parameter; valid: {', '.join(sorted(fields))}")
         values.update({k: v for k, v in (overrides or {}).items() if k in fields})
         try:
             return self.params_type(**values)
@@ -101,11 +108,35 @@ class Workload(abc.ABC):
         """Compute the outputs in plain torch, in the dtype of the inputs given."""
 
     @abc.abstractmethod
-    def work(self, case: Case) -> Work:
-        """Minimal bytes moved, FLOPs and throughput units of one call."""
+    def work(self, case: Case, dtype_name: str) -> Work:
+        """Minimal bytes moved, FLOPs and throughput units of one call in ``dtype_name``.
+
+        Count the bytes of the dtypes the inputs really take in that cell (data tensors in
+        ``dtype_name``, fixed-dtype ones such as int32 indices in theirs), so GB/s is right
+        for fp32 cells as for fp16 ones. ``units`` is free text: the plural noun a throughput
+        is counted in (``tiles``, ``images``, ``queries``).
+        """
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe | None:
+        """How ``case`` exports to ONNX in ``dtype_name`` (``apex-bench export-onnx``, the
+        ``onnxruntime`` and ``tensorrt-engine --trt-build`` backends); ``None``: no export.
+
+        The export traces ``reference`` as it is; return ``ExportRecipe.refused(reason)`` for
+        a case or dtype that does not export.
+        """
+        return None
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:  # noqa: B027 - optional hook
         """Raise ``InputValidationError`` when inputs break the contract (checked once, untimed)."""
+
+    def unchecked_reason(self, case: Case) -> str:
+        """Why outputs of ``case`` cannot be checked (there is no reference); "" when they are.
+
+        A workload that answers here is timed but never checked: its ``ok`` cells are
+        reported with correctness ``unchecked`` and this reason, and ``reference`` is
+        never called for them.
+        """
+        return ""
 
     def tolerance(self, dtype_name: str) -> Tolerance:
         """Comparison bounds for outputs computed in ``dtype_name``."""
@@ -130,6 +161,9 @@ class Prepared:
     # Called once after the cell's last call; its dict is merged into the metadata
     # (e.g. what an autotuner selected and how many launches hit its cache).
     report_metadata: Callable[[], dict[str, Any]] | None = None
+    # The work of one call when only the built callable knows it (an engine file's output
+    # shapes follow from running it); None: the workload's ``work`` counts it.
+    work: Work | None = None
 
 
 class CellSkipped(ApexBenchError):
@@ -155,6 +189,10 @@ class Backend(abc.ABC):
     # the options this backend takes (apex_core.backend_options.BackendOption): offered on the
     # command line as --backend-opt NAME.KEY=VALUE, shown by --list, handed to configure()
     option_specs: ClassVar[tuple[Any, ...]] = ()
+    # Group names users may type for this backend together with others that declare the
+    # same one (``trt`` selects tensorrt-plugin and tensorrt-engine). A backend's own name
+    # always wins over an alias.
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     def configure(self, options: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Take this backend's run options (``backend_options[name]``, empty when none were given).

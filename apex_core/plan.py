@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -9,11 +10,14 @@ from typing import Any
 import attrs
 
 from apex_core.correctness import DTYPES
-from apex_core.errors import UsageError
+from apex_core.errors import ParamError, UsageError
+from apex_core.interfaces import FIXED_PROFILE, Workload
 from apex_core.params import parse_overrides
 from apex_core.registry import Registry
 from apex_core.results import Case
 from apex_core.timing import TimingOptions
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -48,6 +52,10 @@ class Plan:
     # per backend name, plain data (picklable, JSON-ready): handed to Backend.configure in
     # every process that probes or runs that backend
     backend_options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    # more of the report's config, merged over the plan's own keys (a sweep names its engine file)
+    extra_config: dict[str, Any] = attrs.field(factory=dict)
+    # workloads with cells that do not define the plan's profile: they run with their defaults
+    profile_fallbacks: tuple[str, ...] = ()
 
     def options_for(self, backend: str) -> dict[str, Any]:
         """The options of one backend (empty when none were given)."""
@@ -66,6 +74,9 @@ class Plan:
             "timeout_s": self.timeout_s,
             "timing": attrs.asdict(self.timing),
             "backend_options": {name: dict(opts) for name, opts in self.backend_options.items()},
+            # only when some workload lacked the profile, so other runs' configs stay as they were
+            **({"profile_fallbacks": list(self.profile_fallbacks)} if self.profile_fallbacks else {}),
+            **self.extra_config,
         }
 
 
@@ -112,6 +123,29 @@ def normalize_backend_options(options: Mapping[str, Mapping[str, Any]] | None, k
     return normalized
 
 
+def known_profiles(workloads: Sequence[Workload]) -> list[str]:
+    """``fixed`` and every profile some of ``workloads`` defines, in order of appearance."""
+    names = dict.fromkeys([FIXED_PROFILE])
+    for workload in workloads:
+        names.update(dict.fromkeys(workload.profile_names()))
+    return list(names)
+
+
+def check_profile(profile: str, workloads: Sequence[Workload]) -> None:
+    """A profile no selected workload defines is a usage error naming the valid ones."""
+    valid = known_profiles(workloads)
+    if workloads and profile not in valid:
+        raise ParamError(f"unknown profile {profile!r}; valid profiles: {', '.join(valid)}")
+
+
+def params_for(workload: Workload, profile: str, overrides: Mapping[str, Any]) -> tuple[Any, bool]:
+    """The workload's parameters under ``profile``; a profile it does not define gives its
+    defaults (``fixed``), never another workload's values. Returns (params, fell back)."""
+    if profile in workload.profile_names():
+        return workload.make_params(profile, overrides), False
+    return workload.make_params(FIXED_PROFILE, overrides), True
+
+
 def build_plan(
     registry: Registry,
     *,
@@ -144,7 +178,9 @@ def build_plan(
             wanted_cases.setdefault(name, set()).add(case_name)
     live = [registry.workloads[n] for n in workload_names if n in registry.workloads]
     typed = overrides if isinstance(overrides, dict) else parse_overrides(overrides, live)
+    check_profile(profile, live)
     cells: list[PlannedCell] = []
+    fallbacks: list[str] = []
     for name in workload_names:
         if name not in registry.workloads:
             # a broken plugin: no cases to expand, but one row per backend and dtype says why
@@ -153,8 +189,11 @@ def build_plan(
                 cells.extend(PlannedCell(placeholder, b, d, device) for b in backend_names for d in dtypes)
             continue
         workload = registry.workloads[name]
-        params = workload.make_params(profile, typed)
+        params, fell_back = params_for(workload, profile, typed)
         cases = workload.cases(params)
+        if fell_back and cases:
+            fallbacks.append(workload.name)
+            log.warning("%s has no %r profile: it runs with its defaults", workload.name, profile)
         wanted = wanted_cases.get(workload.name)
         if wanted:
             unknown = wanted - {c.name for c in cases}
@@ -179,4 +218,5 @@ def build_plan(
         timing=timing or TimingOptions(),
         timeout_s=timeout_s,
         backend_options=options,
+        profile_fallbacks=tuple(fallbacks),
     )

@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 BACKEND_GROUP = "apex_bench.backends"
 WORKLOAD_GROUP = "apex_bench.workloads"
 
-# Names users type that stand for several backends; "all" is handled apart.
-BACKEND_ALIASES: dict[str, tuple[str, ...]] = {"trt": ("tensorrt-plugin", "tensorrt-engine")}
+# Stands for every backend (or workload); other group names come from ``Backend.aliases``.
 ALL = "all"
 
 
@@ -182,8 +181,21 @@ class Registry:
     def select_backends(self, requested: Sequence[str] | None) -> list[str]:
         """Expand names and aliases in order, without repeats; unknown names are a usage error."""
         known = self.backend_names()
-        aliases = {**BACKEND_ALIASES, ALL: tuple(known)}
+        aliases = {**self.backend_aliases(), ALL: tuple(known)}
         return _expand(requested, known, aliases, "backend")
+
+    def backend_aliases(self) -> dict[str, tuple[str, ...]]:
+        """Each alias the backends declare (``Backend.aliases``) -> its members, by name.
+
+        A name that is itself a backend's is never an alias (the backend wins).
+        """
+        aliases: dict[str, list[str]] = {}
+        names = set(self.backend_names())  # broken plugins' names included
+        for name in sorted(self.backends):
+            for alias in getattr(self.backends[name], "aliases", ()):
+                if alias not in names and alias != ALL:
+                    aliases.setdefault(alias, []).append(name)
+        return {alias: tuple(members) for alias, members in sorted(aliases.items())}
 
     def select_workloads(self, requested: Sequence[str] | None) -> list[str]:
         known = self.workload_names()

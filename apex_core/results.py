@@ -7,6 +7,7 @@ Every class here is a frozen attrs class. Serialization to JSON lives in
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import attrs
@@ -82,18 +83,23 @@ class Case:
         return attrs.asdict(self.params)
 
 
+# A throughput unit: a plural noun in lower case (the report's key is ``<units>_per_s``).
+UNITS_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
 @attrs.frozen
 class Work:
     """The minimal work one call does: bytes moved, FLOPs, and throughput units."""
 
     bytes_moved: int
     flops: int
-    units: str  # tiles, tokens, elements, frames
+    units: str  # free text: tiles, tokens, elements, frames, images, queries...
     count: int  # units processed per call
 
     def __attrs_post_init__(self) -> None:
-        if self.units not in ("tiles", "tokens", "elements", "frames"):
-            raise ValueError(f"unknown throughput unit {self.units!r}")
+        if not isinstance(self.units, str) or not UNITS_PATTERN.fullmatch(self.units):
+            raise ValueError(f"throughput unit {self.units!r} must be a lower-case word of letters, digits "
+                             "and '_' (at most 40), e.g. 'tiles' or 'images'")
 
 
 @attrs.frozen
@@ -263,6 +269,9 @@ class CellResult:
     telemetry: Telemetry | None = None  # CUDA cells: NVML clocks, throttling, energy
     # a crashed or timed-out cell: the worker's last stderr lines (faulthandler's stacks included)
     worker_output: str = ""
+    # why the outputs were not checked (the workload has no reference, e.g. an engine file
+    # swept over shape cases); "" when they were checked or the cell never got that far
+    unchecked: str = ""
 
     @property
     def key(self) -> str:

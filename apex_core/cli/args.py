@@ -11,8 +11,8 @@ from typing import NoReturn
 from apex_core.cli.history_args import add_history_args
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
-from apex_core.interfaces import PROFILES
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
+from apex_core.shared_library import is_bare_library_name, resolve_library
 
 EXIT_CODES = """\
 exit codes:
@@ -110,12 +110,9 @@ def plugin_library(text: str) -> str:
     Resolved here, against the folder apex-bench was started in, so a worker that runs
     elsewhere loads the same file; a path (with a slash) must exist.
     """
-    # the loading rules belong to the TensorRT adapters; imported only when the flag is given
-    from adapters.tensorrt_common import is_bare_library_name, resolve_plugin_library
-
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a shared library path or name, got ''")
-    resolved = resolve_plugin_library(text)
+    resolved = resolve_library(text)
     if is_bare_library_name(resolved):
         return resolved
     if not os.path.exists(resolved):
@@ -199,15 +196,16 @@ def build_run_parser() -> OneLineParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sel = parser.add_argument_group("selection")
-    sel.add_argument("--backends", type=_comma_list, help="comma list of backends or aliases "
-                     "(trt = tensorrt-plugin,tensorrt-engine; all); default: all")
+    sel.add_argument("--backends", type=_comma_list, help="comma list of backends or the aliases "
+                     "backends declare (trt = tensorrt-engine,tensorrt-plugin; all); default: all")
     sel.add_argument("--workloads", type=_comma_list, help="comma list of workloads, "
                      "workload:case, or all; default: all")
     sel.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     sel.add_argument("--dtype", type=_dtype_list, help="one or a comma list of fp16, bf16, fp32; "
                      "default fp16 on cuda, fp32 on cpu")
-    sel.add_argument("--profile", choices=tuple(PROFILES), default="fixed",
-                     help="parameter profile (default: fixed)")
+    sel.add_argument("--profile", default="fixed", help="parameter profile: fixed, or one the selected "
+                     "workloads define (built-ins: smoke, large); a workload without it runs with its "
+                     "defaults and the report says so (default: fixed)")
     sel.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a workload parameter (repeatable)")
     sel.add_argument("--seed", type=seed, default=0, help="seed of the generated inputs (default 0)")

@@ -13,8 +13,9 @@ from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
 from apex_core.environment import package_version
 from apex_core.errors import UsageError
-from apex_core.interfaces import PROFILES, Workload
+from apex_core.interfaces import Workload
 from apex_core.params import parse_overrides
+from apex_core.plan import check_profile, params_for
 from apex_core.registry import Registry
 from apex_core.report.writer import atomic_write_text, check_writable
 from apex_core.results import Case
@@ -43,8 +44,8 @@ def build_parser() -> OneLineParser:
                         "(default: all)")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the .onnx files and "
                         "manifest.json (created if missing)")
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="fixed",
-                        help="parameter profile (default: fixed)")
+    parser.add_argument("--profile", default="fixed", help="parameter profile: fixed, or one the selected "
+                        "workloads define; a workload without it exports with its defaults (default: fixed)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a workload parameter (repeatable)")
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp32",
@@ -69,9 +70,10 @@ def select_cases(registry: Registry, selection: str, profile: str, overrides: li
             raise UsageError(f"workload plugin {name!r} failed to load: {row.reason}")
     live = [registry.workloads[n] for n in names]
     typed = parse_overrides(overrides, live)
+    check_profile(profile, live)
     selected: list[tuple[Workload, Case]] = []
     for workload in live:
-        cases = workload.cases(workload.make_params(profile, typed))
+        cases = workload.cases(params_for(workload, profile, typed)[0])
         known = [c.name for c in cases]
         for name in sorted(wanted.get(workload.name, set())):
             if name not in known:
@@ -162,7 +164,12 @@ def main(argv: list[str]) -> int:
         labels = (label for axes in exported.dynamic_axes.values() for label in axes.values())
         dynamic = list(dict.fromkeys(labels))
         print(f"{case.id}: wrote {path} (dynamic: {', '.join(dynamic) or 'none'})")
-    manifest = {**manifest_header(args), "models": models, "not_exported": skipped}
+    # workloads that lack the profile were exported with their defaults: the manifest says which
+    fallbacks = sorted({w.name for w, _case in selected if args.profile not in w.profile_names()})
+    for name in fallbacks:
+        print(f"{name}: no {args.profile} profile, exported with its defaults")
+    manifest = {**manifest_header(args), **({"profile_fallbacks": fallbacks} if fallbacks else {}),
+                "models": models, "not_exported": skipped}
     atomic_write_text(output_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     print(f"apex-bench export-onnx: {len(models)} exported, {len(skipped) - failed} not exportable, "
           f"{failed} failed; manifest {output_dir / MANIFEST}")

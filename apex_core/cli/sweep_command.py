@@ -1,9 +1,12 @@
 """``apex-bench sweep``: time one engine or ONNX file across shape cases, one report cell per case.
 
 Everything is checked before the first case runs (cases, file, runtime, device, outputs,
-baseline, every case against the model); a problem is one line and exit code 2. The report
-is rewritten after every case, in the suite's format, so ``compare`` and ``baseline emit``
-read it unchanged; ``--compare`` gates it exactly as a suite run is gated.
+baseline, every case against the model); a problem is one line and exit code 2. The sweep is
+an ordinary plan of ``engine`` workload cases run by the normal runner: each case runs in a
+worker process under ``--timeout``, so a case whose engine crashes or hangs is recorded as
+``crashed`` or ``timeout`` and the next case runs. The report is rewritten after every case,
+in the suite's format, so ``compare`` and ``baseline emit`` read it unchanged; ``--compare``
+gates it exactly as a suite run is gated.
 """
 
 from __future__ import annotations
@@ -16,26 +19,31 @@ from typing import TextIO
 
 import attrs
 
-from apex_core.cli.args import OneLineParser, add_gate_args, add_sampling_args, positive_int, seed
+from apex_core.cli.args import (
+    OneLineParser,
+    _comma_list,
+    add_gate_args,
+    add_sampling_args,
+    positive_int,
+    positive_seconds,
+    seed,
+)
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.progress import Progress
-from apex_core.cli.run_command import output_paths, timing_options
+from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.engine.sweep import (
-    DEFAULT_INT_HIGH,
     RUNTIMES,
     SUFFIX_RUNTIMES,
-    SweepCase,
-    SweepPlan,
     empty_report,
     plan_sweep,
     run_sweep,
-    sweep_markdown,
-    sweep_record,
 )
+from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.plan import PlannedCell
 from apex_core.report.writer import atomic_write_text
-from apex_core.results import FAILING_STATUSES, Case, CellResult, Report, Status
+from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
+from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 
 DEFAULT_JSON = Path("artifacts") / "apex-bench-sweep.json"
 DEFAULT_MD = Path("artifacts") / "apex-bench-sweep.md"
@@ -48,7 +56,7 @@ shape cases:
 
 exit codes:
   0  every case ran and any gate passed
-  1  a case failed (error or crashed), or the gate failed
+  1  a case failed (error, crashed or timeout), or the gate failed
   2  usage error (malformed case, engine file not found, unknown suffix, runtime not
      available, a case the engine does not accept), reported before any case runs
 """
@@ -65,15 +73,21 @@ def build_parser() -> OneLineParser:
     sel.add_argument("--engine", required=True, metavar="PATH", help="engine or ONNX file")
     sel.add_argument("--shape-case", dest="cases", action="append", required=True, metavar="CASE",
                      help="one shape case (repeatable; one cell each)")
-    sel.add_argument("--runtime", choices=RUNTIMES, help="default: from the suffix "
+    sel.add_argument("--runtime", choices=tuple(RUNTIMES), help="default: from the suffix "
                      f"({', '.join(f'{s} {r}' for s, r in SUFFIX_RUNTIMES.items())})")
+    sel.add_argument("--backends", type=_comma_list, metavar="LIST",
+                     help="backends that run the file, any that serve engine files (default: the "
+                     "runtime's: onnxruntime, or tensorrt-engine for tensorrt)")
     sel.add_argument("--device", choices=("cpu", "cuda"),
                      help="default: cuda for tensorrt, cpu for onnxruntime")
     sel.add_argument("--name", help="the report's workload name (default: the file's stem)")
     sel.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (default 0)")
     sel.add_argument("--int-high", type=positive_int, default=DEFAULT_INT_HIGH,
                      help=f"integer inputs are uniform in [0, N) (default {DEFAULT_INT_HIGH})")
-    add_sampling_args(parser, "case")
+    tim = add_sampling_args(parser, "case")
+    tim.add_argument("--timeout", type=positive_seconds, default=600.0,
+                     help="seconds one case may take, load and build included (default 600); a case "
+                     "past it is recorded as timeout and the next case runs")
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help=f"JSON report path (default {DEFAULT_JSON})")
     out.add_argument("--output-md", help=f"Markdown summary path (default {DEFAULT_MD})")
@@ -84,25 +98,19 @@ def build_parser() -> OneLineParser:
 
 
 class _Recorder:
-    """Rewrites the report files after every case and appends failed cases' tracebacks to the log."""
+    """Rewrites the report files after every case (the runner logs failed cases' tracebacks)."""
 
-    def __init__(self, report: Report, plan: SweepPlan, paths: tuple[Path, Path, Path], progress: Progress):
-        self.report, self.plan, self.progress = report, plan, progress
+    def __init__(self, report: Report, paths: tuple[Path, Path, Path], progress: Progress):
+        self.report, self.progress = report, progress
         self.json_path, self.md_path, self.log_path = paths
         self.cells: list[CellResult] = []
-        atomic_write_text(self.log_path, "")
         self.write("running")
 
-    def __call__(self, index: int, total: int, case: SweepCase, result: CellResult | None) -> None:
-        planned = PlannedCell(Case(self.plan.name, case.case.name, None), self.plan.runtime, self.plan.dtype,
-                              self.plan.device)
+    def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
         if result is not None:
             self.cells.append(result)
             self.write("running")
-            if result.log:
-                with self.log_path.open("a", encoding="utf-8") as handle:
-                    handle.write(f"case {result.key} ({case.case.text}): {result.reason}\n{result.log}\n")
-        self.progress(index, total, planned, result)
+        self.progress(index, total, cell, result)
 
     def write(self, status: str) -> Report:
         report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
@@ -124,7 +132,7 @@ def print_table(report: Report, out: TextIO) -> None:
         stats = cell.timing.stats if cell.timing is not None else None
         numbers = (f"{stats.p50:.4g}", f"{stats.p95:.4g}", str(stats.n)) if stats else ("–", "–", "–")
         status = str(cell.status) if cell.status == Status.OK else f"{cell.status}: {cell.reason}"
-        table.add_row(cell.case, status, *numbers, str(cell.metadata.get("shape_case", "")),
+        table.add_row(cell.case, status, *numbers, str(cell.params.get("shape_case", "")),
                       style=None if cell.status == Status.OK else "red")
     Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
 
@@ -152,18 +160,20 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     cases = [parse_shape_case(text) for text in args.cases]  # malformed cases fail before any file is read
     timing = timing_options(args, args.device or "cuda")
-    plan = plan_sweep(args.engine, cases, runtime=args.runtime, device=args.device, name=args.name,
-                      seed=args.seed, timing=timing, int_high=args.int_high)
+    sweep = plan_sweep(args.engine, cases, runtime=args.runtime, device=args.device, name=args.name,
+                       seed=args.seed, timing=timing, int_high=args.int_high, timeout_s=args.timeout,
+                       backends=args.backends)
     paths = output_paths(args, DEFAULT_JSON, DEFAULT_MD)
     gate = gate_from_run_args(args, paths[0])
-    base = empty_report(plan)
+    base = empty_report(sweep)
     if gate is not None:
         precheck_environment(gate, base.environment, base.config)
+    _configure_logging(paths[2])
     handle_sigterm()
     with Progress(quiet=args.quiet) as progress:
-        recorder = _Recorder(base, plan, paths, progress)
+        recorder = _Recorder(base, paths, progress)
         try:
-            run_sweep(plan, environment=base.environment, on_cell=recorder)
+            run_sweep(sweep, environment=base.environment, on_cell=recorder)
         except KeyboardInterrupt as stop:
             recorder.write("interrupted")
             print(f"interrupted: partial report in {paths[0]}", flush=True)
@@ -173,3 +183,4 @@ def main(argv: list[str]) -> int:
     if gate is None:
         return code
     return max(code, run_gate(gate, paths[0], quiet=args.quiet))
+

@@ -9,18 +9,21 @@ dynamic only where the traced graph stays correct at other sizes (tests check ea
 against the reference at a second size). The graph's input and output names are the
 workload's own input and output keys, in the same order, so feeds come straight from
 ``workload.make_inputs`` and results compare with ``workload.reference``.
+
+What varies and what does not belongs to the workload: ``Workload.export_recipe`` gives the
+dynamic axes, the note and the cases or dtypes that do not export, for built-in and
+third-party workloads alike.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,7 @@ import attrs
 
 from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, first_line
-from apex_core.interfaces import Workload
+from apex_core.interfaces import ExportRecipe, Workload
 from apex_core.results import Case
 
 if TYPE_CHECKING:
@@ -81,128 +84,32 @@ def _spec(name: str, is_input: bool, dtype: str, shape: tuple[int, ...], axes: d
     return TensorSpec(name, is_input, dtype, dims, tuple(axes.get(i) for i in range(len(shape))))
 
 
-# --- per-workload recipes ---------------------------------------------------------------
-
-_MAP = {0: "batch", 2: "height", 3: "width"}  # an NCHW map swept over batch and image size
-_TILES = {0: "batch", 1: "K"}  # per-tile tensors [B, K, ...]
-# Writes through index_put (tile-stage1, tileunpack blend) export as ScatterND whose
-# update shape the exporter bakes in as [K, C, t, t] per batch row: only the image may vary.
-_IMAGE = {2: "height", 3: "width"}
+# --- the workload's recipe ---------------------------------------------------------------
 
 
-@attrs.frozen
-class Recipe:
-    """How one workload exports: its dynamic axes for a case, and what stays fixed."""
-
-    dynamic: Callable[[Case], DynamicAxes]
-    note: Callable[[Case], str]
-
-
-def _tilepack_axes(case: Case) -> DynamicAxes:
-    return {"features": _MAP, "idx": _TILES}
-
-
-def _tileunpack_axes(case: Case) -> DynamicAxes:
-    if case.name == "blend":
-        return {"base": _IMAGE}
-    return {"base": _MAP, "packed": _TILES, "origins": _TILES, "levels": _TILES}
-
-
-def _fusiongate_axes(case: Case) -> DynamicAxes:
-    return {name: _MAP for name in ("boundary", "uncertainty", "base", "detail")}
-
-
-def _scan_axes(case: Case) -> DynamicAxes:
-    return {"tokens": {0: "batch"}, "init_state": {0: "batch"}}
-
-
-def _stage1_axes(case: Case) -> DynamicAxes:
-    return {"x": _IMAGE}
-
-
-def _ff_infer_axes(case: Case) -> DynamicAxes:
-    axes: DynamicAxes = {name: {0: "batch"} for name in ("features", "boundary", "uncertainty")}
-    axes.update({name: {0: "batch"} for name in ("util0", "split_util")})
-    if not _ff_infer_grid_capped(case):
-        # k0 and j do not depend on the height then; the width is fixed because the level-1
-        # tile ids are computed from the level-0 grid's column count, a parameter
-        for name in ("features", "boundary", "uncertainty"):
-            axes[name] = {0: "batch", 2: "height"}
-        for name in ("util0", "split_util"):
-            axes[name] = {0: "batch", 1: "tiles0"}
-    return axes
-
-
-def _ff_infer_grid_capped(case: Case) -> bool:
-    """True when the level-0 tile count is capped by the grid (it would change with the height)."""
-    from apex_core.workloads.ff_infer import LEVEL0_TILE_COST
-
-    p = case.params
-    rows, cols = p.level0_grid
-    return bool(rows * cols < min(math.floor(p.budget_b1 / LEVEL0_TILE_COST), p.kmax))
-
-
-def _note(text: str) -> Callable[[Case], str]:
-    return lambda case: text
-
-
-def _blend_note(case: Case) -> str:
-    if case.name == "blend":
-        return "K fixed: the reference composes the K tiles in a loop, which the trace unrolls"
-    return ""
-
-
-def _ff_infer_note(case: Case) -> str:
-    fixed = ("the tile counts (k0, 4j) and the scan over them are fixed by the parameters; width "
-             "fixed: level-1 tile ids use the level-0 grid's column count")
-    if _ff_infer_grid_capped(case):
-        return fixed + "; height fixed: k0 is capped by this level-0 grid and would change with it"
-    return fixed + "; the height may change while the level-0 grid holds k0 tiles"
-
-
-RECIPES: dict[str, Recipe] = {
-    "tilepack": Recipe(_tilepack_axes, _note("")),
-    "tileunpack": Recipe(_tileunpack_axes, _blend_note),
-    "fusiongate": Recipe(_fusiongate_axes, _note("")),
-    "tilessm-scan": Recipe(
-        _scan_axes, _note("steps (K) and channels fixed: the trace unrolls the scan over steps; "
-                          "the per-channel parameters fix channels")),
-    "tile-stage1": Recipe(_stage1_axes, _note("")),
-    "ff-infer": Recipe(_ff_infer_axes, _ff_infer_note),
-}
-
-
-_SCALAR_PROMOTION = (
-    "the TorchScript ONNX exporter cannot combine bf16 tensors with the float32 scalar input(s) {} "
-    "('ScalarType ComplexDouble is an unexpected tensor scalar type')"
-)
-# (workload, case or None for every case) -> why the bf16 export fails; each entry is checked
-# against a real export by the tests, so a fixed exporter shows up there.
-BF16_EXPORT_FAILURES: dict[tuple[str, str | None], str] = {
-    ("fusiongate", None): _SCALAR_PROMOTION.format("wb, wu, bias"),
-    ("tileunpack", "blend"): _SCALAR_PROMOTION.format("alpha"),
-    ("ff-infer", None): "ONNX Einsum (the refine step's channel mix) does not accept bfloat16, and "
-    + _SCALAR_PROMOTION.format("wb, wu, bias"),
-}
+def recipe_of(workload: Workload, case: Case, dtype_name: str) -> tuple[ExportRecipe | None, str]:
+    """The workload's export recipe for the case and dtype, or (None, why there is none)."""
+    try:
+        recipe = workload.export_recipe(case, dtype_name)
+    except Exception as exc:
+        return None, f"{workload.name}.export_recipe() raised {type(exc).__name__}: {first_line(exc)}"
+    if recipe is None:
+        return None, (f"no ONNX export recipe: workload {workload.name!r} does not define "
+                      "export_recipe() (docs/onnx.md)")
+    if recipe.unsupported:
+        return None, recipe.unsupported
+    return recipe, ""
 
 
 def exportable(workload: Workload, case: Case) -> tuple[bool, str]:
-    """Whether ``export_workload`` can export this case, and if not, why."""
-    if workload.name not in RECIPES:
-        return False, (f"no ONNX export recipe for workload {workload.name!r} (apex-bench exports "
-                       f"{', '.join(sorted(RECIPES))})")
-    return True, ""
+    """Whether ``export_workload`` can export this case (in fp32), and if not, why."""
+    return exportable_in(workload, case, "fp32")
 
 
 def exportable_in(workload: Workload, case: Case, dtype_name: str) -> tuple[bool, str]:
-    """``exportable``, and whether the export works in ``dtype_name`` (some fail in bf16)."""
-    ok, reason = exportable(workload, case)
-    if not ok or dtype_name != "bf16":
-        return ok, reason
-    for key in ((workload.name, case.name), (workload.name, None)):
-        if key in BF16_EXPORT_FAILURES:
-            return False, f"no bf16 ONNX export: {BF16_EXPORT_FAILURES[key]}"
-    return True, ""
+    """Whether the workload exports this case in ``dtype_name`` (some fail in bf16), and if not, why."""
+    recipe, reason = recipe_of(workload, case, dtype_name)
+    return recipe is not None, reason
 
 
 # --- export -----------------------------------------------------------------------------
@@ -235,15 +142,14 @@ def export_workload(
 
     if dtype_name not in DTYPES:
         raise UsageError(f"unknown dtype {dtype_name!r}; valid dtypes: {', '.join(DTYPES)}")
-    ok, reason = exportable(workload, case)
-    if not ok:
+    recipe, reason = recipe_of(workload, case, dtype_name)
+    if recipe is None:
         raise UsageError(f"{case.id}: {reason}")
-    recipe = RECIPES[workload.name]
     inputs = workload.make_inputs(case, device, DTYPES[dtype_name], EXPORT_SEED)
     names = list(inputs)
     with torch.no_grad():
         outputs = workload.reference(case, inputs)
-    axes = recipe.dynamic(case)
+    axes: DynamicAxes = {name: dict(dims) for name, dims in recipe.dynamic_axes.items()}
     target = Path(path)
     with tempfile.TemporaryDirectory() as scratch:
         raw = Path(scratch) / "raw.onnx"
@@ -265,7 +171,7 @@ def export_workload(
         unused_inputs=tuple(unused),
         sha256=hashlib.sha256(target.read_bytes()).hexdigest(),
         opset=OPSET,
-        note=recipe.note(case),
+        note=recipe.note,
     )
 
 

@@ -72,7 +72,7 @@ def dtype_name_of(dtype: torch.dtype) -> str:
 
 def import_onnxruntime() -> Any:
     """Import onnxruntime or raise ``RuntimeUnavailableError`` with one line saying why."""
-    from adapters.lazy_import import try_import  # the backends' probe gives the same reasons
+    from apex_core.lazy_import import try_import  # the backends' probe gives the same reasons
 
     module, reason = try_import("onnxruntime", INSTALL_HINT)
     if module is None:

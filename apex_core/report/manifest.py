@@ -125,6 +125,13 @@ def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, 
     return inputs, reference_outputs(workload, case, inputs)
 
 
+def torch_float32() -> torch.dtype:
+    """The dtype passed to ``make_inputs`` for a cell dtype outside ``DTYPES`` (an engine file's own)."""
+    import torch
+
+    return torch.float32
+
+
 @attrs.frozen
 class Artifact:
     """One (workload, case, dtype) at a seed: the inputs' sha256 and the reference's fingerprint.
@@ -149,8 +156,10 @@ def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtyp
     if key not in _ARTIFACT_CACHE:
         try:
             case = _case(workload, case_name, params)
-            inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
-            inputs_only = sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT
+            inputs = workload.make_inputs(case, "cpu", DTYPES.get(dtype, torch_float32()), seed)
+            # a workload with no reference (an engine file) has only its inputs to pin
+            inputs_only = (sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT
+                           or bool(workload.unchecked_reason(case)))
             reference = None if inputs_only else tensors_fingerprint(
                 reference_outputs(workload, case, inputs))
             _ARTIFACT_CACHE[key] = Artifact(tensors_sha256(inputs, {}), reference, inputs_only)

@@ -8,6 +8,7 @@ show their status with a numbered note giving the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.results import CellResult, Report, Status, Telemetry
@@ -68,6 +69,8 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
             text += f" [{notes.ref(_throttle_note(cell.telemetry))}]"
         if cell.timing.note:
             text += f" [{notes.ref(cell.timing.note)}]"
+        if cell.unchecked:
+            text += f" unchecked [{notes.ref(cell.unchecked)}]"
         return text
     label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
     return f"{label} [{notes.ref(cell.reason or str(cell.status))}]"
@@ -99,7 +102,7 @@ def render_markdown(report: Report) -> str:
         f"# {report.suite} ({report.status})",
         "",
         f"{report.timestamp_utc} on {hardware} ({env.get('device')}), torch {env.get('torch')}, "
-        f"profile {report.config.get('profile')}. Cells: {counts or 'none'}.",
+        f"profile {report.config.get('profile')}{_fallback_text(report.config)}. Cells: {counts or 'none'}.",
         "",
         "p50 / p95 in ms; (Nx) is the speed-up of the p50 against torch-reference.",
         "",
@@ -133,6 +136,15 @@ def render_markdown(report: Report) -> str:
         lines += ["", "Notes:", ""]
         lines += [f"{i}. {_escape(text)}" for i, text in enumerate(notes.texts, start=1)]
     return "\n".join(lines) + "\n"
+
+
+def _fallback_text(config: dict[str, Any]) -> str:
+    """Which workloads lacked the run's profile and ran with their defaults (config.profile_fallbacks)."""
+    names = config.get("profile_fallbacks") or []
+    if not names:
+        return ""
+    whose = "its" if len(names) == 1 else "their"
+    return f" ({', '.join(names)}: no {config.get('profile')} profile, ran with {whose} defaults)"
 
 
 def _status_counts(cells: Iterable[CellResult]) -> list[tuple[str, int]]:

@@ -11,16 +11,13 @@ import attrs
 from apex_core.environment import environment_key
 from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.report.manifest import replay_block
-from apex_core.results import Accuracy, CellResult, Report, Stats
+from apex_core.results import Accuracy, CellResult, Report, Stats, Status
 
 SCHEMA_VERSION = 1
 
-_THROUGHPUT_FIELDS = {
-    "tiles": "tiles_per_s",
-    "tokens": "tokens_per_s",
-    "elements": "elements_per_s",
-    "frames": "frames_per_s",
-}
+def throughput_field(units: str) -> str:
+    """The record key of a throughput: ``tiles_per_s``, ``images_per_s`` (units are free text)."""
+    return f"{units}_per_s"
 
 
 def _finite(value: float | None) -> float | None:
@@ -80,6 +77,19 @@ def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
     }
 
 
+def correctness(cell: CellResult) -> str:
+    """What the checks say about a cell's outputs (docs/workloads.md).
+
+    ``passed``: an ``ok`` cell passed its checks before and after timing; ``unchecked``: an
+    ``ok`` cell of a workload with no reference (timed, never checked; ``unchecked_reason``
+    says why); ``failed``: ``incorrect``; ``not_reached``: the cell stopped before its checks
+    finished (skipped, error, timeout, crashed).
+    """
+    if cell.status == Status.OK:
+        return "unchecked" if cell.unchecked else "passed"
+    return "failed" if cell.status == Status.INCORRECT else "not_reached"
+
+
 def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
                 config: dict[str, Any] | None = None) -> dict[str, Any]:
     """One entry of the report's ``benchmarks`` list (``flags`` need the run's environment and config)."""
@@ -102,8 +112,11 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         "input_memory_mb": cell.input_memory_mb,
         "wall_time_s": cell.wall_time_s,
         "accuracy": [accuracy_record(a) for a in cell.accuracy],
+        "correctness": correctness(cell),
         "metadata": json_safe(cell.metadata),
     }
+    if cell.unchecked:
+        record["unchecked_reason"] = cell.unchecked
     if cell.timing is not None:
         record.update(
             timing_method=cell.timing.method,
@@ -128,7 +141,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         record.update(
             {
                 "units": d.units,
-                _THROUGHPUT_FIELDS[d.units]: d.units_per_s,
+                throughput_field(d.units): d.units_per_s,
                 "gbps": d.gbps,
                 "tflops": d.tflops,
                 "bytes_moved": d.bytes_moved,

@@ -63,10 +63,12 @@ def artifact_entry(params: dict[str, Any], inputs: dict[str, Any], outputs: dict
 
 def compute_fixture(name: str) -> dict[str, Any]:
     """The fixture document for ``name``: every built-in case in every dtype at ``SEED``."""
+    from apex_core.plan import params_for
+
     base, overrides = FIXTURES[name]
     artifacts: dict[str, Any] = {}
     for workload in builtin_workloads().values():
-        params = workload.make_params(base, overrides)
+        params = params_for(workload, base, overrides)[0]  # the engine workload has no smoke
         for case in workload.cases(params):
             for dtype in DTYPE_NAMES:
                 inputs, outputs = generate_artifacts(workload, case.name, attrs.asdict(params),

@@ -13,10 +13,63 @@ from apex_core.errors import InputValidationError
 from apex_core.interfaces import DEFAULT_TOLERANCES
 from apex_core.results import Tolerance
 
-# work() counts bytes at the default dtype (fp16) for data tensors, whatever dtype a cell runs.
-DATA_BYTES = 2
 INDEX_BYTES = 4  # int32 indices, origins, levels
 FP32_BYTES = 4  # per-channel parameters, scalars and states that are always float32
+_DATA_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def data_bytes(dtype_name: str) -> int:
+    """Bytes per data element in a cell of ``dtype_name`` (work() counts the cell's own dtype)."""
+    try:
+        return _DATA_BYTES[dtype_name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype_name!r}; valid: {', '.join(_DATA_BYTES)}") from None
+
+
+# --- profiles ---------------------------------------------------------------------------
+
+# The built-in workloads share their sizes, so a profile means one problem size across the
+# suite; each declares its profiles through ``suite_profiles`` (Workload.profiles), the hook
+# a third-party workload uses for its own.
+_SUITE_SIZES: Mapping[str, Mapping[str, Any]] = {
+    "smoke": {
+        "batch": 1, "channels": 8, "height": 16, "width": 16, "tile_size": 4, "kmax": 6, "steps": 16,
+        "budget_b1": 4, "budget_b2": 2, "budget_total": 6,
+    },
+    # Sizes that fill an H100/H200 for the memory-bound tile ops (hundreds of MB per call).
+    # steps stays at the fixed value: torch.compile unrolls the reference scan's loop.
+    "large": {
+        "batch": 8, "channels": 256, "height": 512, "width": 512, "tile_size": 8, "kmax": 1024,
+        "budget_b1": 256, "budget_b2": 128, "budget_total": 512,
+    },
+}
+
+
+def suite_profiles(params_type: type) -> dict[str, dict[str, Any]]:
+    """The suite's ``smoke`` and ``large`` sizes for the fields ``params_type`` has."""
+    fields = {f.name for f in attrs.fields(params_type)}
+    return {name: {k: v for k, v in sizes.items() if k in fields} for name, sizes in _SUITE_SIZES.items()}
+
+
+# --- ONNX export ------------------------------------------------------------------------
+
+NCHW_AXES = {0: "batch", 2: "height", 3: "width"}  # an NCHW map swept over batch and image size
+TILE_AXES = {0: "batch", 1: "K"}  # per-tile tensors [B, K, ...]
+# Writes through index_put (tile-stage1, tileunpack blend) export as ScatterND whose
+# update shape the exporter bakes in as [K, C, t, t] per batch row: only the image may vary.
+IMAGE_AXES = {2: "height", 3: "width"}
+_SCALAR_PROMOTION = (
+    "the TorchScript ONNX exporter cannot combine bf16 tensors with the float32 scalar input(s) {} "
+    "('ScalarType ComplexDouble is an unexpected tensor scalar type')"
+)
+
+
+NO_BF16_EXPORT = "no bf16 ONNX export: "
+
+
+def bf16_scalar_promotion(scalars: str) -> str:
+    """Why a bf16 export with float32 scalar inputs fails (tests check it against a real export)."""
+    return _SCALAR_PROMOTION.format(scalars)
 
 
 # --- parameters -------------------------------------------------------------------------

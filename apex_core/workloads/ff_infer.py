@@ -20,15 +20,18 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 
 from apex_core.errors import InputValidationError
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
     FP32_BYTES,
+    NO_BF16_EXPORT,
     SeededRandom,
+    bf16_scalar_promotion,
     check_shape,
+    data_bytes,
     place,
     positive_int,
+    suite_profiles,
 )
 from apex_core.workloads.fusiongate import fusion_gate
 from apex_core.workloads.tilepack import tilepack
@@ -239,6 +242,15 @@ def _level_flops(p: FFInferParams, tiles: int, side: int) -> int:
     return p.batch * tiles * per_tile
 
 
+_MAPS = ("features", "boundary", "uncertainty")  # the full-resolution inputs
+
+
+def _grid_capped(p: FFInferParams) -> bool:
+    """True when the level-0 tile count is capped by the grid (it would change with the height)."""
+    rows, cols = p.level0_grid
+    return bool(rows * cols < min(math.floor(p.budget_b1 / LEVEL0_TILE_COST), p.kmax))
+
+
 class FFInfer(Workload):
     """Two-level tile refinement: select, pack, scan, modulate, refine, unpack, fuse."""
 
@@ -247,6 +259,24 @@ class FFInfer(Workload):
         "end-to-end two-level tile refinement step (top-k select, scan, MLP, refine, fuse)"
     )
     params_type: ClassVar[type] = FFInferParams
+    profiles = suite_profiles(FFInferParams)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """The batch varies; the height too while the level-0 grid holds k0 tiles; no bf16 export."""
+        if dtype_name == "bf16":
+            return ExportRecipe.refused(NO_BF16_EXPORT + "ONNX Einsum (the refine step's channel mix) does "
+                                        "not accept bfloat16, and " + bf16_scalar_promotion("wb, wu, bias"))
+        axes: dict[str, dict[int, str]] = {name: {0: "batch"} for name in (*_MAPS, *UTILITIES)}
+        fixed = ("the tile counts (k0, 4j) and the scan over them are fixed by the parameters; width "
+                 "fixed: level-1 tile ids use the level-0 grid's column count")
+        if _grid_capped(case.params):
+            return ExportRecipe(axes, note=fixed + "; height fixed: k0 is capped by this level-0 grid and "
+                                "would change with it")
+        # k0 and j do not depend on the height then; the width is fixed because the level-1
+        # tile ids are computed from the level-0 grid's column count, a parameter
+        axes.update({name: {0: "batch", 2: "height"} for name in _MAPS})
+        axes.update({name: {0: "batch", 1: "tiles0"} for name in UTILITIES})
+        return ExportRecipe(axes, note=fixed + "; the height may change while the level-0 grid holds k0 tiles")
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Dense map, proxies, every weight (in ``dtype``) and float32 utilities, from ``seed``."""
@@ -307,14 +337,14 @@ class FFInfer(Workload):
         )
         return {"fused": fused, "alpha": alpha}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Minimal traffic (features in, fused and alpha out, side inputs) and the FLOPs."""
         p: FFInferParams = case.params
         b, c, pixels = p.batch, p.channels, p.height * p.width
         weights = 2 * sum(math.prod(s) for s in level_weight_shapes(c, p.hidden).values()) + 3
         # features and fused; boundary, uncertainty and alpha; every weight; utilities
         data = 2 * b * c * pixels + 3 * b * pixels + weights
-        bytes_moved = DATA_BYTES * data + FP32_BYTES * len(UTILITIES) * b * math.prod(p.level0_grid)
+        bytes_moved = data_bytes(dtype_name) * data + FP32_BYTES * len(UTILITIES) * b * math.prod(p.level0_grid)
         # fusion gate as fusiongate counts it: 7 per pixel (logit 4, sigmoid 3), 3 per element
         fusion = 7 * b * pixels + 3 * b * c * pixels
         flops = (

@@ -6,16 +6,20 @@ import attrs
 import torch
 import torch.nn.functional as F
 
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
     FP32_BYTES,
+    NCHW_AXES,
+    NO_BF16_EXPORT,
     SeededRandom,
+    bf16_scalar_promotion,
     check_fraction,
     check_shape,
+    data_bytes,
     place,
     positive_int,
+    suite_profiles,
     widened_tolerance,
 )
 
@@ -77,6 +81,13 @@ class FusionGate(Workload):
     description = "sigmoid gate from two sanitized proxies blends a detail map into a base map"
     params_type = FusionGateParams
     case_names = ("default",)
+    profiles = suite_profiles(FusionGateParams)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """Every map over batch and image size; no bf16 export (its float32 scalars)."""
+        if dtype_name == "bf16":
+            return ExportRecipe.refused(NO_BF16_EXPORT + bf16_scalar_promotion("wb, wu, bias"))
+        return ExportRecipe({name: NCHW_AXES for name in ("boundary", "uncertainty", "base", "detail")})
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Proxies in [0, 1) with NaN/+Inf/-Inf injected, normal maps, scalar weights."""
@@ -101,7 +112,7 @@ class FusionGate(Workload):
         alpha, fused = fusion_gate(*(inputs[n] for n in names))
         return {"alpha": alpha, "fused": fused}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Bytes: proxies, maps and scalars read once, alpha and fused written once.
 
         FLOPs: per pixel 2 mul + 2 add for the logit and 3 for the sigmoid (exp, add,
@@ -112,7 +123,7 @@ class FusionGate(Workload):
         pixels = p.batch * p.height * p.width
         elements = pixels * p.channels
         # read boundary, uncertainty, base, detail; write alpha, fused
-        bytes_moved = (3 * pixels + 3 * elements) * DATA_BYTES + 3 * FP32_BYTES
+        bytes_moved = (3 * pixels + 3 * elements) * data_bytes(dtype_name) + 3 * FP32_BYTES
         flops = 7 * pixels + 3 * elements
         return Work(bytes_moved=bytes_moved, flops=flops, units="elements", count=elements)
 

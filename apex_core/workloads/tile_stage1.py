@@ -5,19 +5,21 @@ from __future__ import annotations
 import attrs
 import torch
 
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
+    IMAGE_AXES,
     INDEX_BYTES,
     SeededRandom,
     check_int_range,
     check_shape,
     check_tile_grid,
     check_unique_rows,
+    data_bytes,
     num_tiles,
     place,
     positive_int,
+    suite_profiles,
     tile_origins,
     tile_pixel_index,
     widened_tolerance,
@@ -87,6 +89,11 @@ class TileStage1(Workload):
     description = "fused pack, gated pointwise (x*vs+vb)*relu(x*gs+gb), unpack on K unique tiles"
     params_type = TileStage1Params
     case_names = ("default",)
+    profiles = suite_profiles(TileStage1Params)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """Writes through index_put: only the image varies."""
+        return ExportRecipe({"x": IMAGE_AXES})
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Normal map, unique tile ids per row, per-channel scales and shifts."""
@@ -109,7 +116,7 @@ class TileStage1(Workload):
         vs, vb, gs, gb = (inputs[n] for n in ("vs", "vb", "gs", "gb"))
         return {"out": tile_stage1(x, idx, vs, vb, gs, gb, case.params.tile_size)}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Bytes: x read and out written in full (out-of-place), ids and parameters once.
 
         FLOPs: 5 per tile element (2 mul + 2 add for the two affine maps, 1 mul for
@@ -117,7 +124,8 @@ class TileStage1(Workload):
         """
         p: TileStage1Params = case.params
         map_elems = p.batch * p.channels * p.height * p.width
-        bytes_moved = 2 * map_elems * DATA_BYTES + p.batch * p.k * INDEX_BYTES + 4 * p.channels * DATA_BYTES
+        element = data_bytes(dtype_name)
+        bytes_moved = 2 * map_elems * element + p.batch * p.k * INDEX_BYTES + 4 * p.channels * element
         flops = 5 * p.batch * p.k * p.channels * p.tile_size**2
         return Work(bytes_moved=bytes_moved, flops=flops, units="tiles", count=p.batch * p.k)
 

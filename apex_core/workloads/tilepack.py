@@ -5,18 +5,21 @@ from __future__ import annotations
 import attrs
 import torch
 
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
     INDEX_BYTES,
+    NCHW_AXES,
+    TILE_AXES,
     SeededRandom,
     check_int_range,
     check_shape,
     check_tile_grid,
+    data_bytes,
     num_tiles,
     place,
     positive_int,
+    suite_profiles,
     tile_origins,
     tile_pixel_index,
 )
@@ -56,6 +59,11 @@ class TilePack(Workload):
     description = "gather K selected t x t tiles of an NCHW map into [B,K,C,t,t] (duplicates allowed)"
     params_type = TilePackParams
     case_names = ("default",)
+    profiles = suite_profiles(TilePackParams)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """The map and the tile count may change size."""
+        return ExportRecipe({"features": NCHW_AXES, "idx": TILE_AXES})
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Normal features and tile ids drawn with replacement from the grid."""
@@ -72,11 +80,11 @@ class TilePack(Workload):
         """Pack the selected tiles (see :func:`tilepack`)."""
         return {"packed": tilepack(inputs["features"], inputs["idx"], case.params.tile_size)}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Bytes: the K tiles read and written once, plus the ids; no FLOPs."""
         p: TilePackParams = case.params
         tile_elems = p.batch * p.kmax * p.channels * p.tile_size**2
-        bytes_moved = 2 * tile_elems * DATA_BYTES + p.batch * p.kmax * INDEX_BYTES
+        bytes_moved = 2 * tile_elems * data_bytes(dtype_name) + p.batch * p.kmax * INDEX_BYTES
         return Work(bytes_moved=bytes_moved, flops=0, units="tiles", count=p.batch * p.kmax)
 
     def validate_inputs(self, case: Case, inputs: Inputs) -> None:

@@ -7,18 +7,19 @@ import math
 import attrs
 import torch
 
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
     FP32_BYTES,
     SeededRandom,
     check_choice,
     check_fraction,
     check_real_range,
     check_shape,
+    data_bytes,
     place,
     positive_int,
+    suite_profiles,
     widened_tolerance,
 )
 
@@ -140,6 +141,13 @@ class TileSSMScan(Workload):
     description = "per-channel decaying linear recurrence over [B,K,C] tokens, 1 or 2 directions"
     params_type = TileSSMScanParams
     case_names = DIRECTIONS
+    profiles = suite_profiles(TileSSMScanParams)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """Only the batch varies: the trace unrolls the scan over steps."""
+        return ExportRecipe({"tokens": {0: "batch"}, "init_state": {0: "batch"}},
+                            note="steps (K) and channels fixed: the trace unrolls the scan over steps; "
+                            "the per-channel parameters fix channels")
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Normal tokens with non-finite values; decays mostly in [0.5, 0.999], two outside."""
@@ -181,7 +189,7 @@ class TileSSMScan(Workload):
             return {"y": y, "state_fwd": finals[0], "state_bwd": finals[1]}
         return {"y": y, "state": finals[0]}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Bytes: tokens, parameters and initial state read once, y and state(s) written once.
 
         FLOPs per token and direction: 3 for the drive ``(1-d)*(g*x+b)``, 2 for
@@ -194,7 +202,7 @@ class TileSSMScan(Workload):
         gated = case.name == "bidirectional" and p.merge == "gated"
         param_vectors = 4 + (1 if gated else 0)  # decay, gains, bias (+ gate when used)
         bytes_moved = (
-            2 * tokens * DATA_BYTES
+            2 * tokens * data_bytes(dtype_name)
             + param_vectors * p.channels * FP32_BYTES
             + (1 + directions) * p.batch * p.channels * FP32_BYTES
         )

@@ -5,20 +5,26 @@ from __future__ import annotations
 import attrs
 import torch
 
-from apex_core.interfaces import Inputs, Outputs, Workload
+from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
-    DATA_BYTES,
     FP32_BYTES,
+    IMAGE_AXES,
     INDEX_BYTES,
+    NCHW_AXES,
+    NO_BF16_EXPORT,
+    TILE_AXES,
     SeededRandom,
+    bf16_scalar_promotion,
     check_int_range,
     check_real_range,
     check_shape,
     check_tile_grid,
+    data_bytes,
     num_tiles,
     place,
     positive_int,
+    suite_profiles,
     tile_origins,
     tile_pixel_index,
     widened_tolerance,
@@ -135,6 +141,18 @@ class TileUnpack(Workload):
     description = "write K packed tiles into a copy of an NCHW map by level priority (override/blend)"
     params_type = TileUnpackParams
     case_names = ("override", "blend", "overlap")
+    profiles = suite_profiles(TileUnpackParams)
+
+    def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
+        """blend writes through index_put and composes the K tiles in a traced loop: only the image varies."""
+        if case.name == "blend":
+            if dtype_name == "bf16":
+                return ExportRecipe.refused(NO_BF16_EXPORT + bf16_scalar_promotion("alpha"))
+            return ExportRecipe({"base": IMAGE_AXES},
+                                note="K fixed: the reference composes the K tiles in a loop, which the trace "
+                                "unrolls")
+        return ExportRecipe({"base": NCHW_AXES, "packed": TILE_AXES, "origins": TILE_AXES,
+                             "levels": TILE_AXES})
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:
         """Aligned origins (duplicates forced) or, for overlap, arbitrary ones; tied levels."""
@@ -173,14 +191,14 @@ class TileUnpack(Workload):
         origins, levels = inputs["origins"], inputs["levels"]
         return {"out": tileunpack(base, packed, origins, levels, mode, inputs["alpha"])}
 
-    def work(self, case: Case) -> Work:
+    def work(self, case: Case, dtype_name: str) -> Work:
         """Bytes: base read and out written in full, tiles and metadata read once."""
         p: TileUnpackParams = case.params
         b, k = p.batch, p.kmax
         map_elems = b * p.channels * p.height * p.width
         tile_elems = b * k * p.channels * p.tile_size**2
         meta_bytes = b * k * 3 * INDEX_BYTES + FP32_BYTES  # origins (2), levels, alpha
-        bytes_moved = (2 * map_elems + tile_elems) * DATA_BYTES + meta_bytes
+        bytes_moved = (2 * map_elems + tile_elems) * data_bytes(dtype_name) + meta_bytes
         # blend: (1 - alpha) * out + alpha * P is 2 mul + 1 add per tile element
         flops = 3 * tile_elems if case.name == "blend" else 0
         return Work(bytes_moved=bytes_moved, flops=flops, units="tiles", count=b * k)

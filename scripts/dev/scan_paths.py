@@ -34,7 +34,7 @@ params = workload.make_params(args.profile, overrides)
 for case in (c for c in workload.cases(params) if c.name in args.cases.split(",")):
     inputs = workload.make_inputs(case, args.device, torch.float16, 0)
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
-    minimal = workload.work(case).bytes_moved
+    minimal = workload.work(case, "fp16").bytes_moved
     for steps in (int(v) for v in args.segments.split(",")):
         launcher = OPS["tilessm-scan"].bind(workload, case, inputs, segment_steps=steps)
         launch, outputs, meta = launcher.run, launcher.outputs, launcher.metadata

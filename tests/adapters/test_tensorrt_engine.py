@@ -70,7 +70,13 @@ def test_probe_reasons_in_order_where_tensorrt_runs(tmp_path):
         pytest.skip(reason)
     backend = TensorRTEngineBackend()
     backend.configure({})
-    assert backend.probe("cuda").reason == NO_ENGINE
+    # no engine given: available (engine-file cells bring their own), each workload cell unsupported
+    assert backend.probe("cuda").ok
+    from apex_core.workloads.fusiongate import FusionGate
+
+    workload = FusionGate()
+    case = workload.cases(workload.make_params("smoke"))[0]
+    assert backend.supports(workload, case, "fp16").reason == NO_ENGINE
     missing = tmp_path / "ff.engine"
     backend.configure({"engine_path": str(missing)})
     assert backend.probe("cuda").reason == f"engine file not found: {missing}"

@@ -38,7 +38,7 @@ class Axpy(Workload):
     def reference(self, case, inputs):
         return {"y": inputs["a"] * inputs["x"] + 1.0}
 
-    def work(self, case):
+    def work(self, case, dtype_name):
         return Work(4 * case.params.n, 2 * case.params.n, "elements", case.params.n)
 
 

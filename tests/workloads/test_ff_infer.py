@@ -209,7 +209,7 @@ def test_params_validation_names_the_values(overrides: dict, pattern: str) -> No
 
 
 def test_work_smoke_by_hand() -> None:
-    work = WORKLOAD.work(case_of(SMOKE))
+    work = WORKLOAD.work(case_of(SMOKE), "fp16")
     # C=8, H=W=16, hidden 64; k0 = 4 tiles of 8x8, 4j = 8 tiles of 4x4
     weights_per_level = 11 * 8 + 64 * 8 + 64 + 16 * 64 + 16 + 8 * 9 + 8 * 8  # = 1840
     elements = 2 * 8 * 256 + 3 * 256 + 2 * weights_per_level + 3  # maps, proxies, weights

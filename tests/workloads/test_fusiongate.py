@@ -95,4 +95,4 @@ def test_work_counts_by_hand():
     # 2 x 5 x 7 = 70 pixels, x 3 channels = 210 elements; read boundary, uncertainty, base,
     # detail and write alpha, fused at 2 bytes: (3 x 70 + 3 x 210) x 2 = 1680, + 3 fp32 scalars
     case = case_of(batch=2, channels=3, height=5, width=7)
-    assert WORKLOAD.work(case) == Work(1692, 7 * 70 + 3 * 210, "elements", 210)
+    assert WORKLOAD.work(case, "fp16") == Work(1692, 7 * 70 + 3 * 210, "elements", 210)

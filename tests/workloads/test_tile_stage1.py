@@ -80,4 +80,4 @@ def test_params_reject_a_map_the_tiles_do_not_divide():
 def test_work_counts_by_hand():
     # x read and out written: 2 x 576 elements at 2 bytes = 2304; 2 x 4 int32 ids = 32;
     # 4 vectors of 3 at 2 bytes = 24. FLOPs: 5 per element of 8 tiles of 3 x 16
-    assert WORKLOAD.work(case_of(**SMALL, kmax=4)) == Work(2360, 5 * 8 * 48, "tiles", 8)
+    assert WORKLOAD.work(case_of(**SMALL, kmax=4), "fp16") == Work(2360, 5 * 8 * 48, "tiles", 8)

@@ -72,6 +72,9 @@ def test_params_reject_a_map_the_tiles_do_not_divide():
 
 def test_work_counts_by_hand():
     # 2 x 5 tiles of 3 x 4 x 4 = 480 elements, read and written at 2 bytes, plus 10 int32 ids
-    assert WORKLOAD.work(case_of(**SMALL, kmax=5)) == Work(1960, 0, "tiles", 10)
+    assert WORKLOAD.work(case_of(**SMALL, kmax=5), "fp16") == Work(1960, 0, "tiles", 10)
     fixed = WORKLOAD.cases(WORKLOAD.make_params("fixed"))[0]
-    assert WORKLOAD.work(fixed) == Work(2 * 32 * 128 * 64 * 2 + 32 * 4, 0, "tiles", 32)
+    assert WORKLOAD.work(fixed, "fp16") == Work(2 * 32 * 128 * 64 * 2 + 32 * 4, 0, "tiles", 32)
+    # the cell's dtype sets the data bytes: fp32 moves twice the tile bytes of fp16, bf16 the same
+    assert WORKLOAD.work(fixed, "fp32") == Work(2 * 32 * 128 * 64 * 4 + 32 * 4, 0, "tiles", 32)
+    assert WORKLOAD.work(fixed, "bf16") == WORKLOAD.work(fixed, "fp16")

@@ -157,8 +157,11 @@ def test_params_validation_names_the_value(overrides, message):
 def test_work_counts_by_hand():
     # 2 x 7 x 3 = 42 tokens; tokens read and y written at 2 bytes = 168; 4 fp32 [3] vectors = 48;
     # init state and final state(s) [2, 3] fp32 = 24 each
-    assert WORKLOAD.work(case_of("forward", batch=2, channels=3, steps=7)) == Work(264, 6 * 42, "tokens", 42)
+    forward = case_of("forward", batch=2, channels=3, steps=7)
+    assert WORKLOAD.work(forward, "fp16") == Work(264, 6 * 42, "tokens", 42)
+    # fp32 cells read and write their tokens at 4 bytes: 168 more, the fp32 vectors unchanged
+    assert WORKLOAD.work(forward, "fp32") == Work(264 + 168, 6 * 42, "tokens", 42)
     both = case_of("bidirectional", batch=2, channels=3, steps=7, merge="avg")
-    assert WORKLOAD.work(both) == Work(288, 14 * 42, "tokens", 42)
+    assert WORKLOAD.work(both, "fp16") == Work(288, 14 * 42, "tokens", 42)
     gated = case_of("bidirectional", batch=2, channels=3, steps=7, merge="gated")
-    assert WORKLOAD.work(gated) == Work(300, 15 * 42, "tokens", 42)  # + the gate vector
+    assert WORKLOAD.work(gated, "fp16") == Work(300, 15 * 42, "tokens", 42)  # + the gate vector

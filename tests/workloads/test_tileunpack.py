@@ -130,7 +130,7 @@ def test_work_counts_by_hand():
     # base read + out written: 2 x (2 x 3 x 8 x 12 = 576) elements; tiles: 2 x 5 x 3 x 16 = 480
     # elements; at 2 bytes. Metadata: 10 tiles x (2 origins + 1 level) x 4 bytes + alpha 4 = 124
     data = (2 * 576 + 480) * 2
-    assert WORKLOAD.work(case_of("override", **SMALL, kmax=5)) == Work(data + 124, 0, "tiles", 10)
-    assert WORKLOAD.work(case_of("overlap", **SMALL, kmax=5)) == Work(data + 124, 0, "tiles", 10)
+    assert WORKLOAD.work(case_of("override", **SMALL, kmax=5), "fp16") == Work(data + 124, 0, "tiles", 10)
+    assert WORKLOAD.work(case_of("overlap", **SMALL, kmax=5), "fp16") == Work(data + 124, 0, "tiles", 10)
     # blend: 2 mul + 1 add per tile element
-    assert WORKLOAD.work(case_of("blend", **SMALL, kmax=5)) == Work(data + 124, 3 * 480, "tiles", 10)
+    assert WORKLOAD.work(case_of("blend", **SMALL, kmax=5), "fp16") == Work(data + 124, 3 * 480, "tiles", 10)

@@ -45,7 +45,7 @@ def assert_usage_error(result, *fragments):
         (["--backends", "triton,,torch-reference"], ["--backends", "empty name"]),
         # control characters are escaped, not echoed to the terminal
         (["--backends", "\x1b[31mred"], ["unknown backend", "\\x1b[31mred"]),
-        (["--profile", "huge"], ["invalid choice: 'huge'"]),
+        (["--profile", "huge"], ["unknown profile 'huge'; valid profiles: fixed, smoke, large"]),
     ],
 )
 def test_usage_errors(tmp_path, args, fragments):

@@ -49,7 +49,7 @@ def test_three_cases_three_ok_cells_that_compare_and_baseline_accept(tmp_path, m
         (f"image/{case}/onnxruntime/fp32/cpu", "ok") for case in ("b1", "b2", "b4")]
     shapes = record["benchmarks"][2]["metadata"]
     assert shapes["inputs"]["idx"]["shape"] == [4, 2] and shapes["outputs"]["picked"]["shape"] == [4, 2]
-    assert "| b4 | x 4x3x8x8 fp32, idx 4x2 int64, 1 fixed |" in (tmp_path / "r.md").read_text()
+    assert "| b4 | onnxruntime | x 4x3x8x8 fp32, idx 4x2 int64, 1 fixed |" in (tmp_path / "r.md").read_text()
 
     assert main(["baseline", "emit", "--from", str(tmp_path / "r.json"),
                  "--output", str(tmp_path / "b.json")]) == 0
@@ -119,9 +119,9 @@ def test_unknown_suffix_and_missing_tensorrt(tmp_path, model, capsys):
     assert "cannot tell the runtime from the suffix '.bin'" in one_line_error(capsys)
     assert sweep(tmp_path, renamed, "--runtime", "onnxruntime", "--shape-case", "x=1x3x8x8;idx=1x4") == 0
     capsys.readouterr()
-    from apex_core.engine.sweep import runtime_reason
+    from tests.engine.test_sweep import tensorrt_reason
 
-    reason = runtime_reason("tensorrt", "cuda")
+    reason = tensorrt_reason()
     if reason:
         engine = tmp_path / "model.plan"
         engine.write_bytes(b"\0" * 16)

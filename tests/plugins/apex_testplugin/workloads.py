@@ -35,7 +35,7 @@ class ScaleWorkload(Workload):
     def reference(self, case, inputs):
         return {"y": inputs["x"] * inputs["scale"] + 1.0}
 
-    def work(self, case):
+    def work(self, case, dtype_name):
         p = case.params
         n = p.channels * p.height * p.width
         return Work(bytes_moved=2 * 2 * n, flops=2 * n, units="elements", count=n)
@@ -72,5 +72,5 @@ class SpinWorkload(Workload):
             torch.cuda._sleep(case.params.cycles)
         return {"x": x}
 
-    def work(self, case):
+    def work(self, case, dtype_name):
         return Work(bytes_moved=0, flops=0, units="elements", count=case.params.elements)
