@@ -2,9 +2,10 @@
 
 Where the file is, first match wins: ``--config PATH`` (alias ``--external-config``), the
 ``APEX_BENCH_CONFIG`` variable, ``apex-bench.toml`` in the current folder. Each top-level
-key belongs to one part of apex-bench: ``discover`` (folders with ``bench.yaml`` files,
-``apex_core.discovery``) and ``external`` (external-command backends, ``adapters.external``);
-other keys are refused, so a typo is not silently ignored.
+table belongs to the provider that reads it (``[external.NAME]``: ``adapters.external``; a
+third-party provider reads its own table the same way); ``discover`` (folders with
+``bench.yaml`` files, ``apex_core.discovery``) is the one plain key, and any other plain
+key is refused, so a typo such as ``discovr = [...]`` is not silently ignored.
 
 Worker processes rebuild the registry from entry points (``Registry.discover``), so what
 shapes it travels in the environment: the command line resolves the file to an absolute
@@ -25,7 +26,7 @@ from apex_core.errors import UsageError, one_line
 CONFIG_ENV = "APEX_BENCH_CONFIG"
 DISCOVER_ENV = "APEX_BENCH_DISCOVER"  # os.pathsep-separated folders
 DEFAULT_CONFIG_NAME = "apex-bench.toml"
-KNOWN_SECTIONS = ("discover", "external")
+KNOWN_KEYS = ("discover",)  # plain top-level keys; tables are the providers' sections
 
 
 def config_path(explicit: str | os.PathLike[str] | None = None,
@@ -48,7 +49,7 @@ def config_path(explicit: str | os.PathLike[str] | None = None,
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The parsed file; unreadable TOML or an unknown top-level key is a ``UsageError`` naming the file."""
+    """The parsed file; bad TOML or an unknown plain top-level key is a ``UsageError`` naming the file."""
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
@@ -56,10 +57,10 @@ def read_config(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: cannot read the config file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {one_line(str(exc))}") from None
-    unknown = sorted(set(data) - set(KNOWN_SECTIONS))
+    unknown = sorted(k for k, value in data.items() if k not in KNOWN_KEYS and not isinstance(value, dict))
     if unknown:
-        raise UsageError(f"{path}: unknown key {unknown[0]!r}; valid top-level keys: "
-                         f"{', '.join(KNOWN_SECTIONS)}")
+        raise UsageError(f"{path}: unknown key {unknown[0]!r}; the top level holds {', '.join(KNOWN_KEYS)} "
+                         "and tables such as [external.NAME]")
     return data
 
 

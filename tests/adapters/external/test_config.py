@@ -76,3 +76,15 @@ def test_an_unreadable_config_file_is_one_error_row_for_the_provider(tmp_path: P
     monkeypatch.setenv(CONFIG_ENV, str(config))
     row = {row.name: row for row in Registry.discover().broken}["external"]
     assert "invalid TOML" in row.reason and str(config) in row.reason
+
+
+def test_plain_top_level_keys_must_be_known_but_tables_belong_to_providers(tmp_path: Path):
+    from apex_core.config_file import read_config
+    from apex_core.errors import UsageError
+
+    config = tmp_path / "apex-bench.toml"
+    config.write_text('discover = ["k"]\n[other_provider.x]\nsetting = 1\n')
+    assert read_config(config)["other_provider"] == {"x": {"setting": 1}}
+    config.write_text('discovr = ["k"]\n')
+    with pytest.raises(UsageError, match=r"apex-bench.toml: unknown key 'discovr'; the top level holds"):
+        read_config(config)

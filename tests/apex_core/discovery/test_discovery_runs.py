@@ -113,3 +113,16 @@ def test_cli_usage_errors_for_missing_folder_and_missing_pyyaml(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match=r"needs PyYAML.*pip install 'apex-bench\[discover\]'"):
         configured_variables(SimpleNamespace(config=None, discover=[str(tmp_path)]))
+
+
+def test_yaml_syntax_errors_and_duplicate_names_are_error_rows(tmp_path, monkeypatch):
+    for folder in ("one", "two"):
+        shutil.copytree(EXAMPLES / "saxpy", tmp_path / folder)
+    (tmp_path / "three").mkdir()
+    (tmp_path / "three" / "bench.yaml").write_text("name: three\ninputs: {x: [1, 2\n")
+    monkeypatch.setenv(DISCOVER_ENV, str(tmp_path))
+    registry = Registry.discover()
+    rows = {row.name: row for row in registry.broken}
+    assert "saxpy" not in registry.workloads
+    assert f"declared by {tmp_path}/one/bench.yaml and {tmp_path}/two/bench.yaml" in rows["saxpy"].reason
+    assert rows["three"].reason.startswith(f"{tmp_path}/three/bench.yaml: not valid YAML (line 3)")
