@@ -146,6 +146,8 @@ def derive(work: Work, timing: Timing) -> Derived:
 
 def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, Telemetry | None]:
     """Time the prepared callable; returns the timing, peak device memory in MB and GPU telemetry."""
+    if prepared.measure is not None:  # the backend times itself (an external process)
+        return _relabel(prepared.measure(spec.timing), prepared), None, None
     if not spec.device.startswith("cuda"):
         timing = measure_cpu(prepared.fn, spec.timing)
         return _relabel(timing, prepared), None, None
@@ -171,6 +173,8 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     try:
         inputs = workload.make_inputs(case, spec.device, _torch_dtype(spec.dtype), spec.seed)
         workload.validate_inputs(case, inputs)
+    except CellSkipped as skip:  # a workload's own condition (a bench.yaml's skip block)
+        raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None
     except Exception as exc:
         raise _fail("input generation", exc) from None
     record["input_memory_mb"] = sum(t.numel() * t.element_size() for t in inputs.values()) / 2**20

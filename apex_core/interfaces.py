@@ -20,6 +20,9 @@ from apex_core.results import Availability, Case, SkipKind, Support, Tolerance, 
 if TYPE_CHECKING:
     import torch
 
+    from apex_core.results import Timing
+    from apex_core.timing import TimingOptions
+
 Inputs = dict[str, "torch.Tensor"]
 Outputs = dict[str, "torch.Tensor"]
 
@@ -164,10 +167,14 @@ class Prepared:
     # The work of one call when only the built callable knows it (an engine file's output
     # shapes follow from running it); None: the workload's ``work`` counts it.
     work: Work | None = None
+    # For a backend whose calls our timers cannot see into (an external process that times
+    # itself): called once instead of the runner's timer with the cell's TimingOptions, it
+    # returns the Timing (method named, e.g. "external"). None: the runner times ``fn``.
+    measure: Callable[[TimingOptions], Timing] | None = None
 
 
 class CellSkipped(ApexBenchError):
-    """Raised by ``prepare`` when building shows that a cell cannot run here.
+    """Raised by ``prepare`` (or a workload's ``make_inputs``) when a cell cannot run here.
 
     For what only the build can tell (an engine builder that rejects the network, a
     serialized engine that will not load): the cell becomes ``skipped`` with this

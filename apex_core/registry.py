@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 BACKEND_GROUP = "apex_bench.backends"
 WORKLOAD_GROUP = "apex_bench.workloads"
+# Entry points that make several plugins from configuration (apex_core/providers.py).
+BACKEND_PROVIDER_GROUP = "apex_bench.backend_providers"
+WORKLOAD_PROVIDER_GROUP = "apex_bench.workload_providers"
 
 # Stands for every backend (or workload); other group names come from ``Backend.aliases``.
 ALL = "all"
@@ -116,10 +119,20 @@ class Registry:
         self.in_memory: tuple[tuple[Backend, ...], tuple[Workload, ...]] = ((), ())
 
     @classmethod
-    def discover(cls, loader: Any = load_entry_points) -> Registry:
-        """Load both entry-point groups; ``loader`` is replaceable for tests."""
-        backends, b_broken, b_src = _collect(loader(BACKEND_GROUP), Backend, "backend")
-        workloads, w_broken, w_src = _collect(loader(WORKLOAD_GROUP), Workload, "workload")
+    def discover(cls, loader: Any = load_entry_points, provider_loader: Any = None) -> Registry:
+        """Load both entry-point groups and what the providers make; the loaders are replaceable for tests.
+
+        ``provider_loader`` loads the provider groups; by default the entry-point loader does,
+        unless ``loader`` was replaced (a test's fake loader then describes the whole registry).
+        """
+        from apex_core.providers import expand_providers
+
+        if provider_loader is None:
+            provider_loader = loader if loader is load_entry_points else (lambda _group: [])
+        found_backends = loader(BACKEND_GROUP) + expand_providers(provider_loader(BACKEND_PROVIDER_GROUP))
+        found_workloads = loader(WORKLOAD_GROUP) + expand_providers(provider_loader(WORKLOAD_PROVIDER_GROUP))
+        backends, b_broken, b_src = _collect(found_backends, Backend, "backend")
+        workloads, w_broken, w_src = _collect(found_workloads, Workload, "workload")
         return cls(backends, workloads, b_broken + w_broken, {**b_src, **w_src})
 
     @classmethod

@@ -218,6 +218,15 @@ def build_run_parser() -> OneLineParser:
     sel.add_argument("--backend-opt", dest="backend_opts", action="append", default=[],
                      metavar="NAME.KEY=VALUE", help="an option of one backend, as the backend declares it "
                      "(repeatable; --list shows each backend's options)")
+    ext = parser.add_argument_group(
+        "configured plugins", "external-command backends (ext:NAME) and bench.yaml workloads; see "
+        "docs/external.md and docs/discover.md")
+    ext.add_argument("--config", "--external-config", dest="config", metavar="PATH",
+                     help="apex-bench config file (TOML: [external.NAME] commands, discover = [...]); "
+                     "default: $APEX_BENCH_CONFIG, else apex-bench.toml in the current folder if present")
+    ext.add_argument("--discover", action="append", default=[], metavar="DIR",
+                     help="load the workloads declared by bench.yaml files under DIR (repeatable; needs "
+                     "the 'discover' extra: pip install 'apex-bench[discover]')")
     trt = parser.add_argument_group(
         "tensorrt", "aliases of the tensorrt-engine and tensorrt-plugin backends' options "
         "(--backend-opt tensorrt-engine.engine_path=... ; see docs/tensorrt.md)")

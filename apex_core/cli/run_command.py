@@ -150,6 +150,14 @@ class _IncrementalReport:
 
 def run_command(args: Any) -> int:
     """Execute the run described by parsed ``args``; returns the exit code."""
+    from apex_core.cli.config_flags import configured_environment
+
+    # the config file and --discover folders shape the registry here and in every worker
+    with configured_environment(args):
+        return _run(args)
+
+
+def _run(args: Any) -> int:
     registry = Registry.discover()
     device = args.device or default_device()
     check_device(device)
