@@ -142,7 +142,8 @@ def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, 
     if not spec.device.startswith("cuda"):
         timing = measure_cpu(prepared.fn, spec.timing)
         return _relabel(timing, prepared), None, None
-    timing, peak, telemetry = measure_cuda(prepared.fn, spec.timing)
+    options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
+    timing, peak, telemetry = measure_cuda(prepared.fn, options)
     return _relabel(timing, prepared), peak, telemetry
 
 
