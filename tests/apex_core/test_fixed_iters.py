@@ -109,4 +109,5 @@ def test_cli_run_with_fixed_iters_records_the_mode_and_exact_counts(tmp_path):
 def test_cli_rejects_a_count_below_one(tmp_path):
     result = run_cli(["--fixed-iters", "0"], cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == "apex-bench: error: argument --fixed-iters: must be >= 1, got 0"
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "apex-bench: error: argument --fixed-iters: must be >= 1, got 0"
