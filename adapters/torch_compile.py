@@ -7,8 +7,8 @@ from functools import partial
 
 import torch
 
-from adapters.lazy_import import cuda_reason, try_import
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
+from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case
 
 

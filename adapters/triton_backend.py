@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from adapters.lazy_import import cuda_reason, try_import
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
+from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case, Support
 
 INTERPRETER_NOTE = "Triton interpreter on the CPU: correctness only, timings not comparable"

@@ -23,6 +23,7 @@ from apex_core.correctness import (
     reference_dtype,
     upcast_inputs,
 )
+from apex_core.cpu_memory import RssPeak
 from apex_core.cuda_timer import measure_cuda
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
@@ -38,6 +39,9 @@ from apex_core.results import (
     Work,
 )
 from apex_core.timing import TimingOptions, measure_cpu
+
+# how measure_cuda reads peak memory: the caching allocator's peak over the timed region
+CUDA_PEAK_METHOD = "cuda_max_memory_allocated"
 
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
 _CHECK_BEFORE_SEED_OFFSET = 1
@@ -144,15 +148,17 @@ def derive(work: Work, timing: Timing) -> Derived:
     )
 
 
-def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, Telemetry | None]:
-    """Time the prepared callable; returns the timing, peak device memory in MB and GPU telemetry."""
+def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, str, Telemetry | None]:
+    """Time the prepared callable; the timing, peak memory in MB and how it was read, GPU telemetry."""
     if prepared.measure is not None:  # the backend times itself (an external process)
-        return _relabel(prepared.measure(spec.timing), prepared), None, None
+        return _relabel(prepared.measure(spec.timing), prepared), None, "", None
     if not spec.device.startswith("cuda"):
+        rss = RssPeak()
         timing = measure_cpu(prepared.fn, spec.timing)
-        return _relabel(timing, prepared), None, None
-    timing, peak, telemetry = measure_cuda(prepared.fn, spec.timing)
-    return _relabel(timing, prepared), peak, telemetry
+        return _relabel(timing, prepared), rss.peak_mb(), rss.method, None
+    options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
+    timing, peak, telemetry = measure_cuda(prepared.fn, options)
+    return _relabel(timing, prepared), peak, CUDA_PEAK_METHOD, telemetry
 
 
 def _relabel(timing: Timing, prepared: Prepared) -> Timing:
@@ -195,10 +201,11 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
                  "before-timing", record)
     try:
-        timing, peak, telemetry = _measure(prepared, spec)
+        timing, peak, peak_method, telemetry = _measure(prepared, spec)
     except Exception as exc:
         raise _fail("timing", exc) from None
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
+    record["peak_memory_method"] = peak_method
     try:
         work = prepared.work if prepared.work is not None else workload.work(case, spec.dtype)
     except Exception as exc:
@@ -272,6 +279,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         accuracy=record.get("accuracy", ()),
         build_time_s=record.get("build_time_s"),
         peak_memory_mb=record.get("peak_memory_mb"),
+        peak_memory_method=record.get("peak_memory_method", ""),
         input_memory_mb=record.get("input_memory_mb"),
         metadata=record.get("metadata", {}),
         telemetry=record.get("telemetry"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,6 +84,9 @@ def compare_tensor(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
     bound = tol.atol + tol.rtol * r.abs()
     finite_bad = both_finite & (diff > bound)
     rel = torch.where(both_finite & (r != 0), diff / r.abs(), torch.zeros_like(o))
+    finite_count = int(both_finite.sum())
+    # float64 sum of squares, so one large error among many small ones is not lost to rounding
+    rmse = math.sqrt(float(diff.square().sum()) / finite_count) if finite_count else 0.0
     return OutputAccuracy(
         name=name,
         max_abs_error=float(diff.max()) if diff.numel() else 0.0,
@@ -90,6 +94,7 @@ def compare_tensor(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Toleran
         mismatches=int(finite_bad.sum() + nonfinite_bad.sum()),
         elements=o.numel(),
         nonfinite_mismatches=int(nonfinite_bad.sum()),
+        rmse=rmse,
     )
 
 
@@ -111,7 +116,7 @@ def compare_outputs(
     ]
     message = "; ".join(
         f"{o.name}: {o.mismatches}/{o.elements} elements off (max abs err {o.max_abs_error:.3g}"
-        f", {o.nonfinite_mismatches} non-finite)"
+        f", rmse {o.rmse:.3g}, {o.nonfinite_mismatches} non-finite)"
         for o in failures
     )
     return Accuracy(not failures, tol.atol, tol.rtol, tol.max_mismatch_ratio, results, stage, message)

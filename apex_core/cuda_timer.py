@@ -21,7 +21,7 @@ import attrs
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.stream_hold import Watchdog, probe_stream_hold
-from apex_core.timing import StopRule, TimingOptions, warm_up
+from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
 
 # samples queued between two host synchronizations
 _BATCH = 10
@@ -152,8 +152,9 @@ class CudaTimer:
         """The p50 of the same method (graph, hold) around one empty kernel: the timer's own cost."""
         empty = empty_kernel()
         call = self._capture(empty) if graph else empty
+        # the floor samples an empty kernel, not the cell: --fixed-iters does not apply to it
         options = attrs.evolve(self.options, warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
-                               min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S)
+                               min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S, fixed_iters=None)
         timing, _ = self._measure_raw(call, options, why_unheld)
         return timing.stats.p50
 
@@ -169,7 +170,9 @@ class CudaTimer:
         try:
             while True:
                 held = watchdog is not None and not why_unheld
-                batch = self._queue_batch(call, watchdog if held else None, timeout_s, host_ms)
+                # under --fixed-iters the last batch queues only the calls still owed
+                count = remaining_samples(options, len(samples), _BATCH)
+                batch = self._queue_batch(call, watchdog if held else None, timeout_s, host_ms, count)
                 batch[-1][1].synchronize()
                 if held and watchdog is not None and watchdog.tripped:
                     torch.cuda.synchronize()
@@ -192,11 +195,11 @@ class CudaTimer:
                 watchdog.close()
 
     def _queue_batch(self, call: Callable[[], Any], watchdog: Watchdog | None, timeout_s: float,
-                     host_ms: list[float]) -> list[tuple[Any, Any]]:
-        """Queue ``_BATCH`` samples; each held until its call is queued when a watchdog is given."""
+                     host_ms: list[float], count: int = _BATCH) -> list[tuple[Any, Any]]:
+        """Queue ``count`` samples; each held until its call is queued when a watchdog is given."""
         torch = self.torch
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(_BATCH)]
+                  for _ in range(count)]
         for index, (begin, end) in enumerate(events):
             if self.flush_buffer is not None:
                 self.flush_buffer.zero_()

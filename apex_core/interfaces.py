@@ -161,6 +161,9 @@ class Prepared:
     metadata: dict[str, Any] = attrs.field(factory=dict)
     timing_note: str = ""  # e.g. "interpreted: not comparable"
     timing_method: str | None = None  # overrides the runner's method name when set
+    # the CUDA timer this cell needs whatever the run's --timer says ("kernel": the work runs on
+    # streams of its own, which events on the timing stream would not see); None: the run's timer
+    timer: str | None = None
     # Called once after the cell's last call; its dict is merged into the metadata
     # (e.g. what an autotuner selected and how many launches hit its cache).
     report_metadata: Callable[[], dict[str, Any]] | None = None

@@ -23,7 +23,7 @@ import attrs
 
 from apex_core.results import KernelActivity, Timing
 from apex_core.stats import summarize
-from apex_core.timing import StopRule, TimingOptions, warm_up
+from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
 
 CALL_PREFIX = "apex_call_"
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -145,6 +145,8 @@ class KernelTimer:
         samples: list[float] = []
         calls, start = 2, time.perf_counter()
         while True:
+            # under --fixed-iters the last session profiles only the calls still owed
+            calls = remaining_samples(self.options, len(samples), calls)
             found = self._session(call, calls, len(activities))
             idle = [a.index for a in found if a.kernels == 0 and a.busy_ms == 0]
             if idle:

@@ -122,6 +122,8 @@ class OutputAccuracy:
     mismatches: int
     elements: int
     nonfinite_mismatches: int  # NaN/Inf where the reference is finite (or the reverse)
+    # root mean square of out - ref over the elements finite in both (0 when there are none)
+    rmse: float = 0.0
 
     @property
     def mismatch_ratio(self) -> float:
@@ -262,6 +264,9 @@ class CellResult:
     accuracy: tuple[Accuracy, ...] = ()
     build_time_s: float | None = None
     peak_memory_mb: float | None = None
+    # how peak_memory_mb was read: "cuda_max_memory_allocated", or on the CPU "rss_hwm_delta" /
+    # "ru_maxrss_delta" (apex_core/cpu_memory.py); the CPU and CUDA numbers do not compare
+    peak_memory_method: str = ""
     input_memory_mb: float | None = None
     metadata: dict[str, Any] = attrs.field(factory=dict)
     wall_time_s: float | None = None

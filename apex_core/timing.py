@@ -24,6 +24,7 @@ _CHECK_STEP = 10
 
 
 TIMERS = ("event", "kernel")
+FIXED_MODE = "fixed_iters"  # TimingOptions.mode and the stop reason of a --fixed-iters sample
 
 
 @attrs.frozen
@@ -46,8 +47,16 @@ class TimingOptions:
     subtract_floor: bool = True
     # CUDA cells: a window of back-to-back calls after the timing for NVML's energy counter
     energy: bool = True
+    # --fixed-iters N: exactly N warm-up calls and N timed samples, no stop rule (docs/timing.md)
+    fixed_iters: int | None = None
+    # which sampling ran, "adaptive" (the stop rule) or "fixed_iters"; derived, so the report's
+    # config (attrs.asdict of these options) says it without anyone having to compute it
+    mode: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "mode", "adaptive" if self.fixed_iters is None else FIXED_MODE)
+        if self.fixed_iters is not None and (isinstance(self.fixed_iters, bool) or self.fixed_iters < 1):
+            raise ValueError(f"fixed iters must be >= 1, got {self.fixed_iters}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
         if self.min_iters < 1:
@@ -78,6 +87,8 @@ class StopRule:
 
     def reason(self, samples: list[float], elapsed_s: float) -> str | None:
         opts = self.options
+        if opts.fixed_iters is not None:  # equal counts for every cell: no time limit, no noise rule
+            return FIXED_MODE if len(samples) >= opts.fixed_iters else None
         if len(samples) >= opts.max_samples:
             return "sample_cap"
         if elapsed_s >= opts.max_time_s:
@@ -113,15 +124,26 @@ def _timing(method: str, cache: str, samples: list[float], stop: str, note: str 
     return Timing(method, cache, tuple(samples), summarize(samples), stop, note)
 
 
+def remaining_samples(options: TimingOptions, taken: int, wanted: int) -> int:
+    """How many of ``wanted`` calls a timer may queue next: all, unless --fixed-iters leaves fewer."""
+    if options.fixed_iters is None:
+        return wanted
+    return max(0, min(wanted, options.fixed_iters - taken))
+
+
 def warm_up(fn: Callable[[], Any], options: TimingOptions) -> list[float]:
-    """``options.warmup`` calls, cut short once they take ``max_time_s``; each call's host seconds."""
+    """``options.warmup`` calls, cut short once they take ``max_time_s``; each call's host seconds.
+
+    Under ``fixed_iters`` exactly that many calls, never cut short.
+    """
     host_s: list[float] = []
     start = time.perf_counter()
-    for _ in range(options.warmup):
+    fixed = options.fixed_iters is not None
+    for _ in range(options.fixed_iters if options.fixed_iters is not None else options.warmup):
         t0 = time.perf_counter()
         fn()
         host_s.append(time.perf_counter() - t0)
-        if time.perf_counter() - start >= options.max_time_s:
+        if not fixed and time.perf_counter() - start >= options.max_time_s:
             break
     return host_s
 

@@ -149,6 +149,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
     tim.add_argument("--warmup", type=non_negative_int, default=10, help="warm-up calls (default 10)")
     tim.add_argument("--iters", type=positive_int, default=10,
                      help=f"minimum samples per {unit} (default 10)")
+    tim.add_argument("--fixed-iters", type=positive_int, metavar="N",
+                     help=f"fair-comparison mode: exactly N warm-up calls and N timed samples per {unit}, "
+                     "no time limit or noise rule (replaces --warmup, --iters, --min-time, --max-time, "
+                     "--noise)")
     tim.add_argument("--min-time", type=seconds, default=0.5, help="minimum seconds of samples (0.5)")
     tim.add_argument("--max-time", type=positive_seconds, default=3.0,
                      help="seconds after which sampling stops (3.0)")

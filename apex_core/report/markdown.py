@@ -104,7 +104,8 @@ def render_markdown(report: Report) -> str:
         f"{report.timestamp_utc} on {hardware} ({env.get('device')}), torch {env.get('torch')}, "
         f"profile {report.config.get('profile')}{_fallback_text(report.config)}. Cells: {counts or 'none'}.",
         "",
-        "p50 / p95 in ms; (Nx) is the speed-up of the p50 against torch-reference.",
+        "p50 / p95 in ms; (Nx) is the speed-up of the p50 against torch-reference. "
+        + _sampling_text(report.config.get("timing") or {}),
         "",
         "| workload | case | dtype | " + " | ".join(backends) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in backends) + " |",
@@ -145,6 +146,18 @@ def _fallback_text(config: dict[str, Any]) -> str:
         return ""
     whose = "its" if len(names) == 1 else "their"
     return f" ({', '.join(names)}: no {config.get('profile')} profile, ran with {whose} defaults)"
+
+
+def _sampling_text(timing: dict) -> str:
+    """Which sampling ran (docs/timing.md): the adaptive stop rule, or --fixed-iters' equal counts."""
+    if timing.get("mode") == "fixed_iters":
+        n = timing.get("fixed_iters")
+        return f"Sampling: fixed, {n} warm-up calls and {n} timed samples per cell (--fixed-iters)."
+    if not timing:
+        return ""
+    noise = timing.get("noise_target", 0) * 100
+    return (f"Sampling: adaptive, at least {timing.get('min_iters')} samples and {timing.get('min_time_s')} s, "
+            f"until the noise is under {noise:g}% or {timing.get('max_time_s')} s.")
 
 
 def _status_counts(cells: Iterable[CellResult]) -> list[tuple[str, int]]:
