@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,21 @@ def test_executor_ray_without_ray_names_the_extra(tmp_path, monkeypatch, capsys)
     assert code == 2
     assert err == ('apex-bench: error: --executor ray needs Ray, which is not installed here: '
                    'pip install -e ".[ray]" (the ray extra)')
+
+
+@pytest.mark.slow
+def test_fresh_builds_in_a_new_empty_cache_folder_that_goes_away(tmp_path):
+    env = {"APEX_BENCH_CACHE": str(tmp_path / "kept")}
+    common = ["--device", "cpu", "--workloads", "tilepack", "--backends", "torch-reference", "--warmup", "1",
+              "--min-time", "0.02", "--max-time", "0.1", "--output-md", "r.md"]
+    kept = run_cli([*common, "--output-json", "kept.json"], cwd=tmp_path, env=env, timeout=300)
+    fresh = run_cli([*common, "--fresh", "--output-json", "fresh.json"], cwd=tmp_path, env=env, timeout=300)
+    assert kept.returncode == fresh.returncode == 0, fresh.stderr
+    kept_cache = load(tmp_path / "kept.json")["environment"]["compile_cache"]
+    fresh_cache = load(tmp_path / "fresh.json")["environment"]["compile_cache"]
+    assert kept_cache == {"root": str(tmp_path / "kept"), "fresh": False,
+                          "dirs": {"TRITON_CACHE_DIR": str(tmp_path / "kept" / "triton"),
+                                   "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "kept" / "inductor")}}
+    assert fresh_cache["fresh"] is True and fresh_cache["root"] != kept_cache["root"]
+    assert fresh_cache["dirs"]["TRITON_CACHE_DIR"].startswith(fresh_cache["root"])
+    assert not Path(fresh_cache["root"]).exists() and (tmp_path / "kept").is_dir()
