@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from apex_core.devices import FAKE_GPUS_ENV
-from tests.apex_core.isolation_helpers import load
+from tests.apex_core.isolation_helpers import (
+    commands_with,
+    kill_leftovers,
+    load,
+    start_cli,
+    wait_for,
+    wait_until_gone,
+)
 from tests.conftest import run_cli
 
 FAKE = {FAKE_GPUS_ENV: "Fake GPU|GPU-fake-0;Fake GPU|GPU-fake-1"}
@@ -104,3 +113,31 @@ def test_fresh_builds_in_a_new_empty_cache_folder_that_goes_away(tmp_path):
     assert fresh_cache["fresh"] is True and fresh_cache["root"] != kept_cache["root"]
     assert fresh_cache["dirs"]["TRITON_CACHE_DIR"].startswith(fresh_cache["root"])
     assert not Path(fresh_cache["root"]).exists() and (tmp_path / "kept").is_dir()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_sharded_run_stops_every_worker_and_keeps_the_report(tmp_path, plugin_on_path,
+                                                                              sig, code):
+    out = tmp_path / "r.json"
+    marker = f"APEX_TEST_SHARDED_{os.getpid()}_{int(sig)}"
+    process = start_cli(["--device", "cpu", "--devices", "all", "--workloads", "test-scale,test-spin",
+                         "--backends", "test-working,test-spawns-helper", "--timeout", "120", "--warmup", "1",
+                         "--min-time", "0.02", "--max-time", "0.1", "--output-json", str(out),
+                         "--output-md", str(tmp_path / "r.md")], tmp_path, {marker: "1", **FAKE})
+    try:
+        wait_for(lambda: out.exists() and len(load(out)["benchmarks"]) >= 1, 120, "the first cell")
+        # both hanging cells have started their helpers, one per worker
+        wait_for(lambda: commands_with(marker).count("sleep 1000") >= 2, 90, "both helpers' start")
+        if sig == signal.SIGINT:
+            os.killpg(process.pid, sig)
+        else:
+            process.send_signal(sig)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == code, stderr
+        assert "Traceback" not in stderr
+        record = load(out)
+        assert record["status"] == "interrupted" and 1 <= len(record["benchmarks"]) < 4
+        assert wait_until_gone(marker) == []
+    finally:
+        kill_leftovers(process, marker)
