@@ -247,6 +247,29 @@ class Derived:
 
 
 @attrs.frozen
+class DeviceInfo:
+    """One GPU a run used: its index on its host (PCI bus order), model name and UUID."""
+
+    index: int
+    name: str
+    uuid: str
+    host: str = ""  # the node's host name, where cells ran on several hosts (the Ray executor)
+
+    @property
+    def label(self) -> str:
+        return f"{self.host + ':' if self.host else ''}cuda:{self.index}"
+
+
+@attrs.frozen
+class DeviceUse:
+    """How a run used one of its GPUs: cells run there, and why it left the rotation, if it did."""
+
+    device: DeviceInfo
+    cells: int
+    retired: str = ""  # "" while it stayed in the rotation
+
+
+@attrs.frozen
 class CellResult:
     """Everything recorded for one cell: workload x case x backend x dtype x device."""
 
@@ -277,6 +300,8 @@ class CellResult:
     # why the outputs were not checked (the workload has no reference, e.g. an engine file
     # swept over shape cases); "" when they were checked or the cell never got that far
     unchecked: str = ""
+    device_info: DeviceInfo | None = None  # the card it ran on, when the run named cards (--devices, Ray)
+    wait_time_s: float | None = None  # from the run's start until a worker took the cell
 
     @property
     def key(self) -> str:
@@ -307,6 +332,7 @@ class Report:
     cells: tuple[CellResult, ...]
     plugins: tuple[PluginRow, ...] = ()
     triton_autotune: dict[str, Any] = attrs.field(factory=dict)
+    devices: tuple[DeviceUse, ...] = ()  # the cards the cells were sharded over (--devices, Ray)
 
     def by_status(self, status: Status) -> tuple[CellResult, ...]:
         return tuple(c for c in self.cells if c.status == status)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from apex_core.cell import CellSpec, execute_cell
+from apex_core.devices import pinning_env
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
 from apex_core.plan import Plan, PlannedCell
@@ -22,12 +26,15 @@ from apex_core.probing import (
 )
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
-from apex_core.results import CellResult, Report, SkipKind, Status
+from apex_core.results import CellResult, DeviceInfo, DeviceUse, Report, SkipKind, Status
+from apex_core.sharding import CellBook, Slot, SlotState, retired_reason, run_slots
 from apex_core.workers import WorkerPool, pool_prober
 
 log = logging.getLogger(__name__)
 
 CellCallback = Callable[[int, int, PlannedCell, CellResult | None], None]
+# Backend.supports is plugin code, called from every slot's thread: one call at a time.
+_SUPPORTS_LOCK = threading.Lock()
 
 
 def utc_now() -> str:
@@ -77,7 +84,8 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: Probes
     backend = registry.backends[cell.backend]
     workload = registry.workloads[cell.case.workload]
     try:
-        support = backend.supports(workload, cell.case, cell.dtype)
+        with _SUPPORTS_LOCK:
+            support = backend.supports(workload, cell.case, cell.dtype)
     except Exception as exc:
         return _planned_result(cell, Status.ERROR, f"supports() raised {describe_exception(exc)}")
     if not support.ok:
@@ -85,7 +93,8 @@ def decide_without_running(cell: PlannedCell, registry: Registry, probes: Probes
     return None
 
 
-def _spec(plan: Plan, cell: PlannedCell) -> CellSpec:
+def cell_spec(plan: Plan, cell: PlannedCell) -> CellSpec:
+    """What a worker needs to run ``cell`` of ``plan``."""
     return CellSpec(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
                     cell.case.params_dict(), plan.seed, plan.timing, plan.options_for(cell.backend))
 
@@ -99,6 +108,9 @@ def run_plan(
     environment: dict[str, Any] | None = None,
     on_cell: CellCallback | None = None,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    devices: Sequence[DeviceInfo] | None = None,
+    worker_env: Mapping[str, str] | None = None,
+    executor: Any = None,
 ) -> Report:
     """Run every cell of ``plan`` and return the immutable report.
 
@@ -107,52 +119,117 @@ def run_plan(
     which is faster and works with registries of in-memory objects. Backends are
     probed where their cells run: in the worker, each under ``probe_timeout_s``, with
     process isolation; in this process inline.
-    ``on_cell(index, total, cell, result)`` is called with ``result=None`` before a
-    cell starts and with its result once it is done.
+    ``devices`` shards the cells over one worker per card (``apex_core.sharding``);
+    ``worker_env`` is set in every worker before it starts (the compile caches);
+    ``executor`` (``apex_core.executors.ray_executor.RayExecutor``) runs the cells
+    elsewhere instead. ``on_cell(index, total, cell, result)`` is called with
+    ``result=None`` before a cell starts and with its result once it is done; with
+    several workers the calls come from their threads, one at a time.
     """
     if isolation not in ("process", "inline"):
         raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
+    if isolation == "inline" and (devices or executor is not None):
+        raise UsageError("--inline runs every cell in this process: it cannot use --devices or --executor")
     timestamp = utc_now()
     configure_failures = configure_backends(plan, registry)
     env = environment if environment is not None else capture_environment(plan.device)
-    pool = WorkerPool(registry.in_memory_blob()) if isolation == "process" else None
-    probes = Probes(registry.backends, pool_prober(pool, probe_timeout_s) if pool is not None
-                    else inline_prober(registry.backends), plan.options_for)
-    results: list[CellResult] = []
+    book = CellBook(plan.cells, on_cell)
     status = "interrupted"
-    try:
-        for index, cell in enumerate(plan.cells):
-            if on_cell:
-                on_cell(index, len(plan.cells), cell, None)
-            result = decide_without_running(cell, registry, probes, configure_failures)
-            if result is None:
-                result = _execute(plan, cell, registry, pool)
-            if result.log:
-                log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
-            results.append(result)
-            if on_cell:
-                on_cell(index, len(plan.cells), cell, result)
-        status = "complete"
-    finally:
-        if pool is not None:
-            # an interrupted run may leave the worker in a hanging cell: kill it, do not wait
-            pool.close(graceful=status == "complete")
+    uses: tuple[DeviceUse, ...] = ()
+    if executor is not None:
+        try:
+            uses = executor.run(plan, registry, book, configure_failures, dict(worker_env or {}),
+                                probe_timeout_s)
+            status = "complete"
+        finally:
+            book.stopping.set()
+    else:
+        states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
+        try:
+            with _inline_env(worker_env if isolation == "inline" else None):
+                run_slots(states, book, lambda state, cell: _run_one(plan, cell, registry, state,
+                                                                        configure_failures))
+            for index in book.drain():  # left by slots that were all taken out of the rotation
+                cell = book.cells[index]
+                book.finish(index, _planned_result(cell, Status.ERROR, retired_reason(states)))
+            status = "complete"
+        finally:
+            for state in states:
+                if state.pool is not None:
+                    # an interrupted run may leave a worker in a hanging cell: kill it, do not wait
+                    state.pool.close(graceful=status == "complete")
+        uses = tuple(use for use in (state.use() for state in states) if use is not None)
+    results = book.results()
     return Report(
         suite=suite,
         timestamp_utc=timestamp,
         environment=env,
         config=plan.config(),
         status=status,
-        cells=tuple(results),
+        cells=results,
         plugins=registry.broken,
         triton_autotune=summarize_autotune(results),
+        devices=uses,
     )
 
 
+def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] | None,
+                 worker_env: Mapping[str, str] | None, probe_timeout_s: float,
+                 isolation: str) -> list[SlotState]:
+    """One slot per card (or the one worker of a plain run), each with its pool and probes."""
+    slots = [Slot(card, {**(worker_env or {}), **pinning_env(card)}) for card in devices] if devices \
+        else [Slot(None, dict(worker_env or {}))]
+    states = []
+    for slot in slots:
+        if isolation == "inline":
+            states.append(SlotState(slot, None, Probes(registry.backends, inline_prober(registry.backends),
+                                                       plan.options_for)))
+            continue
+        # a worker pinned to a real GPU checks it before taking work (a fake list has none to check)
+        self_test = slot.device is not None and plan.device == "cuda"
+        pool = WorkerPool(registry.in_memory_blob(), env=slot.env, self_test=self_test)
+        states.append(SlotState(slot, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
+                                                   plan.options_for)))
+    return states
+
+
+@contextlib.contextmanager
+def _inline_env(env: Mapping[str, str] | None) -> Iterator[None]:
+    """The workers' environment (the compile caches) in this process, for an inline run, then restored."""
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_one(plan: Plan, cell: PlannedCell, registry: Registry, state: SlotState,
+             configure_failures: dict[str, str]) -> CellResult:
+    """Decide and, if it can run, run one cell on one slot; raises WorkerStartError when no worker starts."""
+    if state.slot.device is not None and state.pool is not None:
+        state.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
+    result = decide_without_running(cell, registry, state.probes, configure_failures)
+    if result is None:
+        result = _execute(plan, cell, registry, state.pool)
+    if result.log:
+        log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
+    return result
+
+
+def run_cell_in_pool(plan: Plan, cell: PlannedCell, pool: WorkerPool) -> CellResult:
+    """Run ``cell`` in ``pool``'s worker under the plan's timeout (crashes and hangs become results)."""
+    return pool.run(cell_spec(plan, cell), plan.timeout_s)
+
+
 def _execute(plan: Plan, cell: PlannedCell, registry: Registry, pool: WorkerPool | None) -> CellResult:
-    spec = _spec(plan, cell)
     if pool is not None:
-        return pool.run(spec, plan.timeout_s)
+        return run_cell_in_pool(plan, cell, pool)
+    spec = cell_spec(plan, cell)
     started = time.perf_counter()
     result = execute_cell(registry.workloads[cell.case.workload], registry.backends[cell.backend], spec)
     log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)

@@ -78,8 +78,19 @@ def _capture_stderr(output_path: str) -> None:
     faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
 
 
-def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b"") -> None:
-    """Entry point of the worker process: load plugins once, then serve requests until told to stop."""
+# The kind of the first message of a worker whose GPU failed its self-test (it then exits).
+UNFIT = "unfit"
+
+
+def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b"",
+                env: dict[str, str] | None = None, self_test: bool = False) -> None:
+    """Entry point of the worker process: load plugins once, then serve requests until told to stop.
+
+    ``env`` (the GPU it is pinned to, the compile caches) is set before anything can
+    initialise CUDA or read a cache variable; with ``self_test`` the worker first checks
+    its GPU and, when that fails, answers ``UNFIT`` with the reason instead of ``ready``.
+    """
+    os.environ.update(env or {})
     os.setsid()  # its own process group: the run can kill it with every helper it started
     _capture_stderr(output_path)
     _watch_parent(parent_pid)
@@ -87,6 +98,13 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     from apex_core.probing import ProbeRequest
     from apex_core.registry import Registry
 
+    if self_test:
+        from apex_core.device_health import self_test as check_gpu
+
+        why = check_gpu()
+        if why:
+            conn.send((UNFIT, why))
+            return
     registry = Registry.discover()
     registry.add_in_memory(plugins)  # a library caller's in-memory objects (Registry.from_objects)
     conn.send(("ready", None))
@@ -122,12 +140,18 @@ def _serve_probe(conn: Any, registry: Any, request: Any) -> bool:
 def _serve_cell(conn: Any, registry: Any, spec: Any) -> bool:
     """Run one cell and send its result; False when the worker must be replaced."""
     from apex_core.cell import execute_cell
+    from apex_core.device_health import allocated_mb, unfit_after_cell
 
+    before_mb = allocated_mb(spec.device)
     result = execute_cell(registry.workloads[spec.workload], registry.backends[spec.backend], spec)
+    unfit = "" if result.status == Status.CRASHED else unfit_after_cell(spec.device, before_mb)
+    if unfit:  # the cell's own result stands; the next cell gets a clean worker
+        result = attrs.evolve(result, metadata={**result.metadata, "worker_replaced": unfit})
     sys.stderr.flush()
-    # A poisoned CUDA context, or process state that could not be put back: let the pool
-    # start a clean worker.
-    leaving = result.status == Status.CRASHED or bool(result.metadata.get("process_state_unrestorable"))
+    # A poisoned CUDA context, leaked device memory, or process state that could not be put
+    # back: let the pool start a clean worker.
+    leaving = result.status == Status.CRASHED or bool(unfit) \
+        or bool(result.metadata.get("process_state_unrestorable"))
     kind = LAST if leaving else "result"
     try:
         conn.send((kind, result))  # pickled before anything is written: a failure sends nothing

@@ -28,9 +28,9 @@ from apex_core.cell import CellSpec
 from apex_core.probing import ERROR, TIMEOUT, Prober, ProbeRequest, ProbeResult
 from apex_core.results import CellResult, Status
 from apex_core.worker_output import REPORT_TAIL_BYTES, REPORT_TAIL_LINES, WorkerOutput, where
-from apex_core.worker_process import DUMP_SIGNAL, LAST, sendable, worker_main
+from apex_core.worker_process import DUMP_SIGNAL, LAST, UNFIT, sendable, worker_main
 
-__all__ = ["WorkerPool", "failed_result", "pool_prober", "sendable"]
+__all__ = ["WorkerPool", "WorkerStartError", "failed_result", "pool_prober", "sendable"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ WORKER_START_TIMEOUT_S = 120.0
 STACK_DUMP_WAIT_S = 1.0
 # How long a worker whose pipe closed gets to finish dying, for its exit status.
 EXIT_WAIT_S = 10.0
+
+
+class WorkerStartError(RuntimeError):
+    """No worker could be started: the process failed, or its GPU failed the self-test."""
 
 
 @attrs.frozen
@@ -96,11 +100,19 @@ def failed_result(spec: CellSpec, status: Status, reason: str, wall_s: float, *,
 
 
 class WorkerPool:
-    """A single replaceable worker process, started with ``spawn`` (safe with CUDA)."""
+    """A single replaceable worker process, started with ``spawn`` (safe with CUDA).
 
-    def __init__(self, plugins: bytes = b"") -> None:
+    ``env`` is set in each worker before it imports anything that could initialise CUDA
+    (the GPU it is pinned to, the compile caches); ``self_test`` makes each new worker
+    check its GPU before it takes work.
+    """
+
+    def __init__(self, plugins: bytes = b"", env: dict[str, str] | None = None,
+                 self_test: bool = False) -> None:
         # in-memory plugin objects, pickled (Registry.in_memory_blob): each worker adds them
         self._plugins = plugins
+        self._env = dict(env or {})
+        self._self_test = self_test
         self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Any = None
@@ -109,22 +121,26 @@ class WorkerPool:
     def _start(self) -> None:
         output = WorkerOutput()
         parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins),
+        process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins,
+                                                              self._env, self._self_test),
                                     daemon=True, name="apex-bench-worker")
         process.start()
         child.close()
         self._process, self._conn, self._output = process, parent, output
         if not parent.poll(WORKER_START_TIMEOUT_S):
             self._discard()
-            raise RuntimeError(f"the worker process did not start within {WORKER_START_TIMEOUT_S:.0f} s")
+            raise WorkerStartError(f"the worker process did not start within {WORKER_START_TIMEOUT_S:.0f} s")
         try:
-            parent.recv()
+            kind, payload = parent.recv()
         except (EOFError, ConnectionResetError):
             exitcode = _wait_exit_status(process.pid or 0, EXIT_WAIT_S)
             last = output.tail(max_lines=1)
             self._discard()
-            raise RuntimeError(f"the worker process failed to start: {_exit_description(exitcode)}"
-                               + (f" (last output: {last})" if last else "")) from None
+            raise WorkerStartError(f"the worker process failed to start: {_exit_description(exitcode)}"
+                                   + (f" (last output: {last})" if last else "")) from None
+        if kind == UNFIT:
+            self._discard()
+            raise WorkerStartError(f"the GPU failed the worker's self-test: {payload}")
         output.unlink()  # the worker holds it open; nothing is left on disk whatever happens
 
     def _kill_group(self) -> None:
@@ -170,11 +186,15 @@ class WorkerPool:
         self._discard()
         return lost
 
-    def _exchange(self, message: Any, timeout_s: float, label: str) -> tuple[Any, _Lost | None]:
-        """Send one request and wait for its answer; raises RuntimeError when no worker starts."""
+    def ensure_started(self) -> None:
+        """Start a worker unless one is alive; raises ``WorkerStartError`` when none starts."""
         if self._process is None or not self._process.is_alive():
             self._discard()
             self._start()
+
+    def _exchange(self, message: Any, timeout_s: float, label: str) -> tuple[Any, _Lost | None]:
+        """Send one request and wait for its answer; raises RuntimeError when no worker starts."""
+        self.ensure_started()
         assert self._output is not None
         self._output.clear()
         started = time.perf_counter()
@@ -220,6 +240,13 @@ class WorkerPool:
             text = f"probe() ran past the {timeout_s:g} s probe timeout"
             return ProbeResult(TIMEOUT, lost.with_where(text), lost.output)
         return ProbeResult(ERROR, lost.with_where(f"probe() crashed the worker: {lost.reason}"), lost.output)
+
+    def kill(self) -> None:
+        """Kill the current worker's group from another thread; the thread waiting on it sees it die."""
+        process = self._process
+        if process is not None and process.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
 
     def close(self, graceful: bool = True) -> None:
         """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""

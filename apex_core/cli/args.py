@@ -9,6 +9,7 @@ import sys
 from typing import NoReturn
 
 from apex_core.cli.history_args import add_history_args
+from apex_core.cli.scale_args import add_scale_args
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
@@ -256,6 +257,7 @@ def build_run_parser() -> OneLineParser:
                      "physics (its minimal bytes over the copy bandwidth measured at the start of the run)")
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
+    add_scale_args(parser)
     add_gate_args(parser, "run", "cell")
     add_history_args(parser)
     return parser

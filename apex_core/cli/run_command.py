@@ -14,6 +14,7 @@ from apex_core.cli.compare_command import gate_from_run_args, precheck_environme
 from apex_core.cli.history_args import record_run
 from apex_core.cli.listing import list_plugins
 from apex_core.cli.progress import Progress
+from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError
@@ -21,7 +22,7 @@ from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
 from apex_core.report.writer import ReportWriter, check_distinct, check_writable
-from apex_core.results import FAILING_STATUSES, CellResult, Report
+from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.runner import run_plan, utc_now
 from apex_core.timing import TimingOptions
 
@@ -131,20 +132,21 @@ class _IncrementalReport:
         self.base = Report(suite="apex-bench", timestamp_utc=utc_now(), environment=env,
                            config=plan.config(), status="running", cells=(),
                            plugins=registry.broken, triton_autotune=summarize_autotune(()))
-        self.cells: list[CellResult] = []
+        self.cells: dict[int, CellResult] = {}  # by plan index: sharded cells finish out of order
         self.writer = writer
         self.progress = progress
         self.writer.write(self.base)
 
     def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
         if result is not None:
-            self.cells.append(result)
+            self.cells[index] = result
             self.write("running")
         self.progress(index, total, cell, result)
 
-    def write(self, status: str) -> Report:
-        report = attrs.evolve(self.base, status=status, cells=tuple(self.cells),
-                              triton_autotune=summarize_autotune(self.cells))
+    def write(self, status: str, devices: tuple[DeviceUse, ...] = ()) -> Report:
+        cells = tuple(self.cells[index] for index in sorted(self.cells))
+        report = attrs.evolve(self.base, status=status, cells=cells, devices=devices,
+                              triton_autotune=summarize_autotune(cells))
         self.writer.write(report)
         return report
 
@@ -161,7 +163,8 @@ def run_command(args: Any) -> int:
 def _run(args: Any) -> int:
     registry = Registry.discover()
     device = args.device or default_device()
-    check_device(device)
+    if args.executor != "ray":  # a Ray driver needs no GPU of its own; the cluster is checked instead
+        check_device(device)
     if args.list:
         list_plugins(registry, device, backend_options_from_args(args, registry), inline=args.inline,
                      probe_timeout_s=args.probe_timeout)
@@ -173,22 +176,27 @@ def _run(args: Any) -> int:
                       timeout_s=args.timeout, backend_options=backend_options_from_args(args, registry))
     json_path, md_path, log_path = output_paths(args)
     gate = gate_from_run_args(args, json_path)
-    env = capture_environment(device)
-    if gate is not None:
-        precheck_environment(gate, env, plan.config())
-    _configure_logging(log_path)
-    handle_sigterm()
-    with Progress(quiet=args.quiet) as progress:
-        recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
-        try:
-            report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
-                              environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout)
-        except KeyboardInterrupt as stop:
-            recorder.write("interrupted")
-            print(f"interrupted: partial report in {json_path}", flush=True)
-            record_run(args, json_path)  # kept with its status; compare --against uses complete runs only
-            return interrupted_exit_code(stop)
-    report = recorder.write(report.status)
+    scale = resolve_scale(args, device)
+    try:
+        env = {**capture_environment(device, measure_device=scale.executor is None), **scale.environment()}
+        if gate is not None:
+            precheck_environment(gate, env, plan.config())
+        _configure_logging(log_path)
+        handle_sigterm()
+        with Progress(quiet=args.quiet) as progress:
+            recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
+            try:
+                report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
+                                  environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout,
+                                  devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor)
+            except KeyboardInterrupt as stop:
+                recorder.write("interrupted")
+                print(f"interrupted: partial report in {json_path}", flush=True)
+                record_run(args, json_path)  # kept with its status; compare --against uses complete runs only
+                return interrupted_exit_code(stop)
+    finally:
+        scale.close()
+    report = recorder.write(report.status, report.devices)
     code = _summarize(report, json_path, md_path, log_path)
     if recorder.writer.failure:
         # the files hold the last report written whole; the cells after it are lost to them

@@ -71,9 +71,40 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _No
             text += f" [{notes.ref(cell.timing.note)}]"
         if cell.unchecked:
             text += f" unchecked [{notes.ref(cell.unchecked)}]"
-        return text
+        return text + _device_mark(cell)
     label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
-    return f"{label} [{notes.ref(cell.reason or str(cell.status))}]"
+    return f"{label} [{notes.ref(cell.reason or str(cell.status))}]" + _device_mark(cell)
+
+
+def _device_mark(cell: CellResult) -> str:
+    """`` @1``: the card the cell ran on, where the run named cards (the Devices list says which)."""
+    return f" @{cell.device_info.label}" if cell.device_info is not None else ""
+
+
+def _device_lines(report: Report) -> list[str]:
+    """The cards of a sharded run, with the cells each ran and why one left the rotation."""
+    if not report.devices:
+        return []
+    lines = ["", "Devices (@cuda:N after a time is the card that cell ran on):", ""]
+    for use in report.devices:
+        card = use.device
+        state = f"; taken out of the rotation: {_escape(use.retired)}" if use.retired else ""
+        lines.append(f"- {card.label}: {_escape(card.name)} ({card.uuid}), {use.cells} cells{state}")
+    return lines
+
+
+def _time_lines(cells: Iterable[CellResult]) -> list[str]:
+    """Build and wait time over the run's cells (each cell's own are in the JSON report)."""
+    builds = [c.build_time_s for c in cells if c.build_time_s is not None]
+    waits = [c.wait_time_s for c in cells if c.wait_time_s is not None]
+    if not builds and not waits:
+        return []
+    parts = []
+    if builds:
+        parts.append(f"build {sum(builds):.1f} s in all (longest {max(builds):.1f} s)")
+    if waits:
+        parts.append(f"longest wait for a worker {max(waits):.1f} s")
+    return ["", "Cells: " + "; ".join(parts) + " (build_time_s and wait_time_s per cell in the JSON report)."]
 
 
 def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
@@ -129,6 +160,7 @@ def render_markdown(report: Report) -> str:
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
                       "so its real-world speed is the host's (host_ms in the JSON report)."]
+    lines += _device_lines(report) + _time_lines(report.cells)
     broken = report.plugins
     if broken:
         lines += ["", "Plugins that failed to load:", ""]

@@ -11,7 +11,7 @@ import attrs
 from apex_core.environment import environment_key
 from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.report.manifest import replay_block
-from apex_core.results import Accuracy, CellResult, Report, Stats, Status
+from apex_core.results import Accuracy, CellResult, DeviceInfo, DeviceUse, Report, Stats, Status
 
 SCHEMA_VERSION = 1
 
@@ -113,6 +113,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         "peak_memory_method": cell.peak_memory_method or None,
         "input_memory_mb": cell.input_memory_mb,
         "wall_time_s": cell.wall_time_s,
+        "wait_time_s": cell.wait_time_s,
         "accuracy": [accuracy_record(a) for a in cell.accuracy],
         "correctness": correctness(cell),
         "metadata": json_safe(cell.metadata),
@@ -134,6 +135,8 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         )
         if cell.timing.kernel is not None:
             record["kernel_activity"] = attrs.asdict(cell.timing.kernel)
+    if cell.device_info is not None:
+        record.update(device_record(cell.device_info))
     if cell.worker_output:
         record["worker_output"] = cell.worker_output
     if cell.telemetry is not None:
@@ -153,6 +156,18 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
     return record
 
 
+def device_record(device: DeviceInfo) -> dict[str, Any]:
+    """The card a cell ran on, as the cell record's ``device_*`` fields."""
+    return {"device_index": device.index, "device_name": device.name, "device_uuid": device.uuid,
+            "device_host": device.host}
+
+
+def devices_record(uses: tuple[DeviceUse, ...]) -> list[dict[str, Any]]:
+    """The report's ``devices``: each card a run's cells were sharded over, and whether it was retired."""
+    return [{**{k.removeprefix("device_"): v for k, v in device_record(use.device).items()},
+             "cells": use.cells, "retired": use.retired} for use in uses]
+
+
 def report_record(report: Report) -> dict[str, Any]:
     """The whole JSON report, ``schema_version`` 1 (see ``report.schema.json``)."""
     counts = Counter(str(c.status) for c in report.cells)
@@ -168,6 +183,7 @@ def report_record(report: Report) -> dict[str, Any]:
         "benchmarks": [cell_record(c, report.environment, report.config) for c in report.cells],
         "plugins": [attrs.asdict(row) for row in report.plugins],
         "triton_autotune": report.triton_autotune,
+        "devices": devices_record(report.devices),
         # seed, config and data hashes; computed once per artifact per process (manifest.py)
         "replay": replay_block(report.config, report.cells),
     }

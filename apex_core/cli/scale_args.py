@@ -1,0 +1,94 @@
+"""The flags that spread a run: --devices, --fresh, --executor, --ray-address (docs/scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import attrs
+
+from apex_core.caches import CompileCaches, compile_caches
+from apex_core.devices import fake_gpus, host_gpus, parse_devices, select_devices
+from apex_core.errors import UsageError
+from apex_core.results import DeviceInfo
+
+
+def add_scale_args(parser: argparse.ArgumentParser) -> None:
+    scale = parser.add_argument_group("scale", "several GPUs, a Ray cluster and the compile caches "
+                                      "(docs/scale.md)")
+    scale.add_argument("--devices", metavar="all|0,1,...",
+                       help="one worker per named GPU (indices as nvidia-smi lists them), cells shared "
+                            "out among them; each cell's report row names its card (cuda only)")
+    scale.add_argument("--fresh", action="store_true",
+                       help="ignore the persistent Triton and Inductor compile caches (in $APEX_BENCH_CACHE, "
+                            "default ~/.cache/apex-bench): build everything in a new empty folder")
+    scale.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="run cells in worker processes here (local, default) or as tasks of a Ray "
+                            "cluster (ray; needs the ray extra)")
+    scale.add_argument("--ray-address", metavar="ADDR",
+                       help="the Ray cluster to use with --executor ray (HOST:PORT, ray://HOST:PORT or auto); "
+                            "default: RAY_ADDRESS, else a new local instance")
+
+
+@attrs.frozen
+class ScaleSetup:
+    """How a run spreads: the cards it shards over, its compile caches, and an executor (or None)."""
+
+    devices: tuple[DeviceInfo, ...] | None
+    caches: CompileCaches
+    executor: Any = None
+
+    def environment(self) -> dict[str, Any]:
+        """What the report's environment says about it (merged into the captured environment)."""
+        env: dict[str, Any] = {"compile_cache": self.caches.describe()}
+        if self.devices:
+            env["devices"] = [attrs.asdict(card) for card in self.devices]
+            if fake_gpus() is None:
+                env["gpu"] = self.devices[0].name  # one model (select_devices refuses a mix)
+            else:
+                env["fake_devices"] = True  # APEX_BENCH_FAKE_GPUS: tests only
+        if self.executor is not None:
+            env.update(self.executor.environment())
+        return env
+
+    def close(self) -> None:
+        self.caches.cleanup()
+        if self.executor is not None:
+            self.executor.close()
+
+
+def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
+    """The cards ``--devices`` names, checked against this host; None without the flag."""
+    if args.devices is None:
+        return None
+    wanted = parse_devices(args.devices)
+    if args.executor == "ray":
+        raise UsageError("--devices and --executor ray exclude each other: Ray places each cell on a GPU "
+                         "of the cluster itself")
+    if args.inline:
+        raise UsageError("--devices needs worker processes (one per GPU); drop --inline")
+    if device != "cuda" and fake_gpus() is None:
+        raise UsageError(f"--devices shards cells over GPUs: it needs --device cuda (got --device {device})")
+    return select_devices(wanted, host_gpus())
+
+
+def resolve_scale(args: Any, device: str) -> ScaleSetup:
+    """Check the scale flags and connect what they name; every problem is a UsageError before any cell."""
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address needs --executor ray")
+    devices = resolve_devices(args, device)
+    executor = None
+    if args.executor == "ray":
+        if args.inline:
+            raise UsageError("--executor ray runs cells on the cluster; drop --inline")
+        from apex_core.executors.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray_address, device)
+        executor.connect()
+    try:
+        caches = compile_caches(fresh=args.fresh)
+    except UsageError:
+        if executor is not None:
+            executor.close()
+        raise
+    return ScaleSetup(devices, caches, executor)
