@@ -29,7 +29,7 @@ def _rated(cells: Sequence[Cell]) -> list[Cell]:
 def bandwidth_plot(cells: Sequence[Cell], copy: Q | None, colours: Mapping[str, str]) -> str:
     """Achieved GB/s per cell as bars, with the measured copy bandwidth as the line no cell should cross."""
     rated = _rated(cells)
-    row, top, left, right = 18, 24, 300, WIDTH - 90
+    row, top, left, right = 18, 24, 340, WIDTH - 70
     values = [c.field("gbps").value for c in rated if c.field("gbps")]  # type: ignore[union-attr]
     scale = Scale.fit(values + ([copy.value] if copy else []), left, right)
     bottom = top + row * len(rated)

@@ -19,15 +19,22 @@ from apex_core.report.html.svg import Scale, esc, open_plot, x_axis
 VERDICT_CSS = {"slower": "bad", "faster": "good", "same": "same", "inconclusive": "unclear"}
 
 
+def _metric(cell: Cell) -> str:
+    """The gate's name of the cell's p50 metric, which also seeds the verdict's bootstrap."""
+    workload, case, backend, dtype, _ = cell.key
+    return metric_name(workload, case, backend, dtype, "p50_ms")
+
+
+def _judge_src(a: Cell, b: Cell, field: str) -> str:
+    return judged(a.src("samples_ms"), b.src("samples_ms"), _metric(b), field)
+
+
 def _verdict(a: Cell, b: Cell) -> tuple[str, Q | None, Q | None, Q | None, str]:
     """(label, ratio, ci_low, ci_high, reason) of B against A on the p50."""
-    workload, case, backend, dtype, _ = b.key
-    metric = metric_name(workload, case, backend, dtype, "p50_ms")  # the gate's name, hence its seed
-    verdict = judge(a.samples, b.samples, 50.0, seed=metric_seed(metric))
-    src_a, src_b = a.src("samples_ms"), b.src("samples_ms")
+    verdict = judge(a.samples, b.samples, 50.0, seed=metric_seed(_metric(b)))
 
     def q(value: float | None, field: str) -> Q | None:
-        return None if value is None else Q(value, judged(src_a, src_b, metric, field))
+        return None if value is None else Q(value, _judge_src(a, b, field))
 
     return (
         verdict.label,
@@ -43,7 +50,7 @@ def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name
     shown = [r for r in rows if r[1] is not None]
     if not shown:
         return ""
-    row, top, left, right, width = 18, 20, 300, 860, 900
+    row, top, left, right, width = 18, 20, 340, 880, 900
     values = [v.value for r in shown for v in r[1:4] if v is not None] + [1.0]
     scale = Scale.fit(values, left, right, log=True)
     bottom = top + row * len(shown)
@@ -85,7 +92,10 @@ def side_by_side_section(a: RunInput, b: RunInput) -> str:
             plotted.append((cell, ratio, low, high, label))
             interval = f"[{number(low)}, {number(high)}]" if low and high else esc(reason)
             css = VERDICT_CSS.get(label, "")
-            verdict = f'<span class="verdict {css}" data-verdict="{esc(label)}">{esc(label)}</span>'
+            verdict = (
+                f'<span class="verdict {css}" data-verdict="{esc(label)}" '
+                f'data-judge="{esc(_judge_src(other, cell, "label"))}">{esc(label)}</span>'
+            )
         else:
             ratio, interval, verdict = (
                 None,

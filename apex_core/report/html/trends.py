@@ -109,7 +109,7 @@ def trend_plot(
                 f"steps {direction} at run {at.run_id} ({esc((at.commit or '')[:10])}): "
                 f"{change.relative_change * 100:+.1f} %</title></line>"
             )
-    parts.append(legend([(b, colours.get(b, "#0072B2")) for b in lines], LEFT + 260, 14))
+    parts.append(legend([(b, colours.get(b, "#0072B2")) for b in lines], LEFT + 30 + 7.5 * len(title), 14))
     return "".join(parts) + "</svg>"
 
 
