@@ -122,9 +122,10 @@ class Chromium:
             if "method" in reply:
                 self.events.append(reply)
 
-    def wait_for(self, event: str) -> dict[str, Any]:
+    def wait_for(self, event: str, since: int = 0) -> dict[str, Any]:
+        """The first ``event`` among the events from index ``since`` on, waiting for it if need be."""
         deadline = time.monotonic() + self.timeout_s
-        for seen in self.events:
+        for seen in self.events[since:]:
             if seen.get("method") == event:
                 return seen
         while True:
@@ -136,9 +137,9 @@ class Chromium:
 
     def open(self, path: Path) -> float:
         """Navigate to a local file and wait for its load event; returns the seconds it took."""
-        started = time.monotonic()
+        started, seen = time.monotonic(), len(self.events)
         self.call("Page.navigate", {"url": path.resolve().as_uri()}, session=True)
-        self.wait_for("Page.loadEventFired")
+        self.wait_for("Page.loadEventFired", since=seen)
         return time.monotonic() - started
 
     def evaluate(self, expression: str) -> Any:
