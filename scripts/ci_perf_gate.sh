@@ -4,6 +4,7 @@
 #   run1.json/.md/.log   the report of the gated run; retry2.* ... the re-measured cells
 #   compare.json         the compare summary      trend.json   the normalized trend artifact
 #   compare.md           the Markdown table for the pull request
+#   run1.html            the HTML report of the gated run (docs/report.md), linked from run1.md
 # Exit codes as apex-bench: 0 pass, 1 a cell failed or a regression reproduced, 2 usage error.
 # How the thresholds were chosen and how to refresh the baseline: docs/baselines.md.
 set -uo pipefail
@@ -22,7 +23,8 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 suite() {  # suite NAME [flags]: one run of the gated suite
     local name="$1"; shift
     "$PYTHON" -m apex_core.cli.main --device cpu --profile smoke --backends torch-reference \
-        --output-json "$OUT/$name.json" --output-md "$OUT/$name.md" --log-file "$OUT/$name.log" "$@"
+        --output-json "$OUT/$name.json" --output-md "$OUT/$name.md" --log-file "$OUT/$name.log" \
+        --html "$OUT/$name.html" "$@"
 }
 artifacts=(--summary "$OUT/compare.json" --trend-output "$OUT/trend.json")
 

@@ -23,7 +23,7 @@ exit codes:
   2  usage error (unknown name, bad value, unwritable output, missing device)
   3  internal error of apex-bench (one line on stderr names the file with its traceback)
 
-subcommands: compare, baseline, attest, export-onnx, sweep, doctor (apex-bench SUBCOMMAND --help)
+subcommands: compare, baseline, attest, export-onnx, sweep, doctor, report (apex-bench SUBCOMMAND --help)
 """
 
 
@@ -250,6 +250,8 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")
     out.add_argument("--log-file", help="log with tracebacks (default: next to the JSON report)")
+    out.add_argument("--html", metavar="OUT", help="also write the self-contained HTML report when the run "
+                     "ends, linked from the Markdown summary (docs/report.md)")
     out.add_argument("--list", action="store_true", help="list backends and workloads with their "
                      "availability, then exit")
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")

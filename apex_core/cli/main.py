@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "doctor": "apex_core.cli.doctor_command",
     "history": "apex_core.cli.history_command",
     "leaderboard": "apex_core.cli.leaderboard_command",
+    "report": "apex_core.cli.report_command",
 }
 
 

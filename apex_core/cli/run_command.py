@@ -21,7 +21,7 @@ from apex_core.errors import UsageError
 from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
-from apex_core.report.writer import ReportWriter, check_distinct, check_writable
+from apex_core.report.writer import ReportWriter, check_distinct, check_writable, html_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.runner import run_plan, utc_now
 from apex_core.timing import TimingOptions
@@ -175,6 +175,7 @@ def _run(args: Any) -> int:
                       overrides=args.overrides, seed=args.seed, timing=timing,
                       timeout_s=args.timeout, backend_options=backend_options_from_args(args, registry))
     json_path, md_path, log_path = output_paths(args)
+    html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
     gate = gate_from_run_args(args, json_path)
     scale = resolve_scale(args, device)
     try:
@@ -184,7 +185,8 @@ def _run(args: Any) -> int:
         _configure_logging(log_path)
         handle_sigterm()
         with Progress(quiet=args.quiet) as progress:
-            recorder = _IncrementalReport(plan, registry, env, ReportWriter(json_path, md_path), progress)
+            writer = ReportWriter(json_path, md_path, html_path)
+            recorder = _IncrementalReport(plan, registry, env, writer, progress)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
                                   environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout,

@@ -1,0 +1,169 @@
+"""One workload and case: p50 by backend with p5-p95 whiskers, speed-ups, flags, and the numbers table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
+from apex_core.report.html.distributions import ecdf_plot, histogram
+from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
+from apex_core.report.html.svg import Scale, esc, open_plot, x_axis
+
+WIDTH = 900
+LABEL_RIGHT = 150  # backend names end here
+PLOT_LEFT, PLOT_RIGHT = 160, 560
+ROW = 30
+TOP = 12
+
+
+def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
+    """The cell's minimal bytes over the device's copy bandwidth, in ms: no correct call is faster."""
+    if not str(cell.record.get("device") or "").startswith("cuda"):
+        return None
+    copy = Q.at(run, cell.doc, "environment", "device_facts", "copy_gbps")
+    moved = cell.field("bytes_moved")
+    if copy is None or moved is None or copy.value <= 0 or moved.value <= 0:
+        return None
+    return (moved / copy).scaled(1e-6)  # bytes / (GB/s) is ns; 1e-6 of it is ms
+
+
+def _flag_badges(cell: Cell, x: float, y: float) -> str:
+    parts, offset = [], 0.0
+    for flag in cell.flags:
+        text = FLAG_TEXT.get(flag, flag)
+        css = "flag severe" if flag in SEVERE_FLAGS else "flag"
+        parts.append(
+            f'<text class="{css}" data-flag="{esc(flag)}" x="{x + offset:.1f}" y="{y:.1f}">{esc(text)}</text>'
+        )
+        offset += 9 + 5.6 * len(text)
+    return "".join(parts)
+
+
+def _row(group: CaseGroup, cell: Cell, scale: Scale, y: float, colour: str) -> str:
+    middle = y + ROW / 2
+    label = (
+        f'<text class="label" x="{LABEL_RIGHT}" y="{middle + 4:.1f}" text-anchor="end">'
+        f"{esc(cell.backend)}</text>"
+    )
+    if not cell.timed:
+        return label + (
+            f'<text class="status-text" x="{PLOT_LEFT}" y="{middle + 4:.1f}">{esc(cell.status)}: '
+            f"{esc((cell.record.get('reason') or '')[:110])}</text>"
+        )
+    p50, p95, p5 = cell.stat("p50_ms"), cell.stat("p95_ms"), cell.percentile(5)
+    assert p50 is not None and p5 is not None
+    high = p95 if p95 is not None else p50
+    base = scale.start
+    parts = [
+        label,
+        f'<rect class="bar" data-mark="bar" x="{base:.1f}" y="{middle - 7:.1f}" '
+        f'width="{max(scale(p50.value) - base, 1.0):.1f}" height="14" fill="{colour}" '
+        f"{data_attrs(p50)}><title>{esc(cell.name)}: p50 {p50.value:.4g} ms</title></rect>",
+        f'<line class="whisker" data-mark="whisker" x1="{scale(p5.value):.1f}" y1="{middle:.1f}" '
+        f'x2="{scale(high.value):.1f}" y2="{middle:.1f}" {data_attrs(p5)}/>',
+        f'<line class="whisker" x1="{scale(p5.value):.1f}" y1="{middle - 5:.1f}" x2="{scale(p5.value):.1f}" '
+        f'y2="{middle + 5:.1f}"/><line class="whisker" x1="{scale(high.value):.1f}" y1="{middle - 5:.1f}" '
+        f'x2="{scale(high.value):.1f}" y2="{middle + 5:.1f}" {data_attrs(high)}/>',
+    ]
+    host = cell.field("host_ms")
+    if host is not None and scale.lo <= host.value <= scale.hi * 1.001:
+        x = scale(host.value)
+        parts.append(
+            f'<path class="host" data-mark="host" d="M{x:.1f},{middle - 6:.1f} l4,6 l-4,6 l-4,-6 z" '
+            f"{data_attrs(host)}><title>host time to issue one call: {host.value:.4g} ms</title></path>"
+        )
+    text = svg_number(p50, PLOT_RIGHT + 8, middle + 4, unit="ms")
+    speedup = group.speedup(cell)
+    right = PLOT_RIGHT + 8 + 78
+    if speedup is not None:
+        text += svg_number(speedup, right, middle + 4, css="speedup", unit="x")
+    parts.append(text + _flag_badges(cell, right + 60, middle + 4))
+    return "".join(parts)
+
+
+def bar_plot(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str, str]) -> str:
+    """p50 bars with p5-p95 whiskers per backend, host-time marks and the copy-bandwidth floor."""
+    timed = [c for c in group.cells if c.timed]
+    values = [
+        v.value
+        for c in timed
+        for v in (c.percentile(5), c.stat("p95_ms"), c.stat("p50_ms"), c.field("host_ms"))
+        if v
+    ]
+    floors = [f for f in (physics_floor(c, run) for c in timed) if f is not None]
+    scale = Scale.fit(values + [f.value for f in floors[:1]], PLOT_LEFT, PLOT_RIGHT)
+    height = TOP + ROW * len(group.cells) + 36
+    bottom = TOP + ROW * len(group.cells)
+    parts = [
+        open_plot(f"bars:{group.anchor}", WIDTH, height, f"p50 by backend, {group.title}"),
+        x_axis(scale, bottom, "ms per call: bar p50, whisker p5 to p95, diamond host time", TOP),
+    ]
+    for position, cell in enumerate(group.cells):
+        parts.append(_row(group, cell, scale, TOP + ROW * position, colours.get(cell.backend, "#0072B2")))
+    if floors:
+        x = scale(floors[0].value)
+        parts.append(
+            f'<line class="floor" x1="{x:.1f}" y1="{TOP:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
+            f"{data_attrs(floors[0])}><title>copy-bandwidth floor: its minimal bytes at this device's "
+            f"measured copy bandwidth take {floors[0].value:.4g} ms</title></line>"
+        )
+    return "".join(parts) + "</svg>"
+
+
+def numbers_table(group: CaseGroup) -> str:
+    head = (
+        "backend",
+        "status",
+        "p50 ms",
+        "p5 ms",
+        "p95 ms",
+        "samples",
+        "speed-up",
+        "host ms",
+        "timing",
+        "flags",
+    )
+    rows = []
+    for cell in group.cells:
+        flags = ", ".join(FLAG_TEXT.get(f, f) for f in cell.flags)
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{v}</td>"
+                for v in (
+                    esc(cell.backend),
+                    esc(cell.status),
+                    number(cell.stat("p50_ms")),
+                    number(cell.percentile(5)),
+                    number(cell.stat("p95_ms")),
+                    number(cell.stat("n")),
+                    number(group.speedup(cell), "x"),
+                    number(cell.field("host_ms")),
+                    esc(cell.record.get("timing_method") or "–"),
+                    esc(flags or "–"),
+                )
+            )
+            + "</tr>"
+        )
+    header = "".join(f'<th data-sort="{i}">{esc(h)}</th>' for i, h in enumerate(head))
+    return f'<table class="sortable"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def case_section(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str, str]) -> str:
+    """The whole view of one case: bars, distributions and the table."""
+    timed = [c for c in group.cells if c.timed]
+    hists = "".join(histogram(c, colours.get(c.backend, "#0072B2")) for c in timed)
+    parts = [
+        f'<section class="case" id="{esc(group.anchor)}"><h3>{esc(group.title)}</h3>',
+        f'<div class="figure">{bar_plot(group, run, colours)}</div>',
+    ]
+    if timed:
+        parts.append(
+            '<p class="caption">Where each backend\'s samples fell: a histogram per cell (min to p99, '
+            "samples above p99 counted at the right) and the ECDF of all of them on one axis. Two humps "
+            "or a long flat step mean a bimodal or disturbed cell.</p>"
+        )
+        parts.append(f'<div class="hists">{hists}</div><div class="figure">{ecdf_plot(group, colours)}</div>')
+    parts.append(numbers_table(group) + "</section>")
+    return "".join(parts)

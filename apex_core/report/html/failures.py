@@ -1,0 +1,49 @@
+"""The cells that produced no time (skipped, incorrect, error, crashed, timeout) and broken plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from apex_core.report.html.cells import Cell
+from apex_core.report.html.svg import esc
+
+# the order a reader acts on them: what is broken first, then what could not run
+STATUS_RANK = {"incorrect": 0, "crashed": 1, "timeout": 2, "error": 3, "skipped": 4}
+
+
+def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
+    untimed = sorted((c for c in cells if c.status != "ok"), key=lambda c: STATUS_RANK.get(c.status, 5))
+    plugins = [p for p in record.get("plugins") or [] if isinstance(p, Mapping)]
+    parts = ['<section id="not-timed"><h2>Cells without a time</h2>']
+    if not untimed:
+        parts.append('<p class="none">Every cell ran and was timed.</p>')
+    else:
+        rows = "".join(
+            f'<tr class="status-{esc(c.status)}"><td>{esc(c.record["workload"])}</td>'
+            f'<td>{esc(c.record["case"])}</td>'
+            f"<td>{esc(c.backend)}</td><td>{esc(c.record['dtype'])}</td><td>{esc(c.status)}"
+            f"{' (' + esc(c.record['skip_kind']) + ')' if c.record.get('skip_kind') else ''}</td>"
+            f'<td class="reason">{esc(c.record.get("reason") or "no reason recorded")}</td></tr>'
+            for c in untimed
+        )
+        parts.append(
+            '<table class="sortable"><thead><tr>'
+            + "".join(
+                f'<th data-sort="{i}">{h}</th>'
+                for i, h in enumerate(("workload", "case", "backend", "dtype", "status", "reason"))
+            )
+            + f"</tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if plugins:
+        parts.append(
+            "<h3>Plugins that failed to load</h3><ul>"
+            + "".join(
+                f"<li>{esc(p.get('group', '?'))} <code>{esc(p.get('name', '?'))}</code> "
+                f"({esc(p.get('source', ''))}): "
+                f"{esc(p.get('reason', ''))}</li>"
+                for p in plugins
+            )
+            + "</ul>"
+        )
+    return "".join(parts) + "</section>"

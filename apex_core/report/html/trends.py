@@ -1,0 +1,186 @@
+"""From the history: one trend line per cell's p50 over the runs, the baseline band, change points,
+and the gate verdicts of the latest comparison.
+
+Runs sit at even steps on the x axis (run ids, oldest left), one plot per workload and case,
+one line per backend. Change points are ``apex_core.history.change_points`` on each line
+(binary segmentation on the median, docs/history.md); each marker carries its index and the
+medians either side in ``data-change``. The band is the baseline's value up to the gate's
+allowed maximum, when a baseline file is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from apex_core.baseline.model import Baseline, metric_name
+from apex_core.history import SeriesPoint, change_points
+from apex_core.report.html.inputs import HistoryInput
+from apex_core.report.html.numbers import Q, data_attrs, history_src, number, pointer
+from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, y_axis
+
+WIDTH, HEIGHT = 900, 240
+LEFT, RIGHT, TOP, BOTTOM = 70, 880, 28, 200
+
+
+def _band(baseline: Baseline | None, name: str) -> tuple[Q, Q] | None:
+    if baseline is None or name not in baseline.metrics:
+        return None
+    limit = baseline.metrics[name]
+    return (
+        Q(limit.value_ms, pointer("baseline", "metrics", name, "value_ms")),
+        Q(limit.allowed_max_ms, f"allowed(baseline#/metrics/{name.replace('~', '~0').replace('/', '~1')})"),
+    )
+
+
+def _group(points: Sequence[SeriesPoint]) -> dict[tuple[str, str, str, str], dict[str, list[SeriesPoint]]]:
+    grouped: dict[tuple[str, str, str, str], dict[str, list[SeriesPoint]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for p in points:
+        grouped[(p.workload, p.case, p.dtype, p.device)][p.backend].append(p)
+    return grouped
+
+
+def trend_plot(
+    key: tuple[str, str, str, str],
+    lines: Mapping[str, list[SeriesPoint]],
+    run_ids: Sequence[int],
+    baseline: Baseline | None,
+    colours: Mapping[str, str],
+) -> str:
+    workload, case, dtype, device = key
+    title = f"{workload} / {case} ({dtype}, {device})"
+    position = {run: i for i, run in enumerate(run_ids)}
+    step = (RIGHT - LEFT) / max(len(run_ids) - 1, 1)
+    bands = {b: _band(baseline, metric_name(workload, case, b, dtype, "p50_ms")) for b in lines}
+    values = [p.value for series in lines.values() for p in series]
+    values += [q.value for band in bands.values() if band for q in band]
+    ys = Scale.fit(values, BOTTOM, TOP, zero=False)
+    parts = [
+        open_plot(f"trend:{title}", WIDTH, HEIGHT, f"p50 over the runs, {title}"),
+        f'<text class="plot-title" x="{LEFT}" y="14">{esc(title)}</text>',
+        y_axis(ys, LEFT, "p50 ms", RIGHT),
+    ]
+    every = max(1, len(run_ids) // 12)
+    for run, i in position.items():
+        if i % every == 0 or i == len(run_ids) - 1:
+            parts.append(
+                f'<text class="tick" x="{LEFT + i * step:.1f}" y="{BOTTOM + 14}" '
+                f'text-anchor="middle">#{run}</text>'
+            )
+    parts.append(
+        f'<text class="axis-label" x="{(LEFT + RIGHT) / 2}" y="{BOTTOM + 30}" text-anchor="middle">'
+        "history run (oldest left)</text>"
+    )
+    for backend, series in lines.items():
+        colour = colours.get(backend, "#0072B2")
+        band = bands[backend]
+        if band is not None:
+            low, high = ys(band[0].value), ys(band[1].value)
+            parts.append(
+                f'<rect class="band" data-mark="band" x="{LEFT}" y="{min(low, high):.1f}" '
+                f'width="{RIGHT - LEFT}" '
+                f'height="{max(abs(low - high), 1.0):.1f}" fill="{colour}" {data_attrs(band[1])}>'
+                f"<title>{esc(backend)} baseline {band[0].value:.4g} ms, allowed up to {band[1].value:.4g} ms"
+                f'</title></rect><line class="band-line" x1="{LEFT}" x2="{RIGHT}" '
+                f'y1="{low:.1f}" y2="{low:.1f}" '
+                f'stroke="{colour}" {data_attrs(band[0])}/>'
+            )
+        xy = [(LEFT + position[p.run_id] * step, ys(p.value)) for p in series]
+        parts.append(polyline(xy, colour))
+        for p, (x, y) in zip(series, xy, strict=True):
+            cell = f"{p.workload}/{p.case}/{p.backend}/{p.dtype}/{p.device}"
+            parts.append(
+                f'<circle data-mark="point" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}" '
+                f"{data_attrs(Q(p.value, history_src(p.run_id, cell, 'p50_ms')))}><title>run {p.run_id} "
+                f"({esc((p.commit or 'no commit')[:10])}): {p.value:.4g} ms</title></circle>"
+            )
+        for change in change_points([p.value for p in series]):
+            at = series[change.index]
+            x = LEFT + position[at.run_id] * step
+            payload = json.dumps({"index": change.index, "before": change.before, "after": change.after})
+            direction = "slower" if change.after > change.before else "faster"
+            parts.append(
+                f'<line class="change" data-mark="change" data-cell="{esc(cell)}" data-change="{esc(payload)}" '
+                f'x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{BOTTOM}" stroke="{colour}"><title>{esc(backend)} '
+                f"steps {direction} at run {at.run_id} ({esc((at.commit or '')[:10])}): "
+                f"{change.relative_change * 100:+.1f} %</title></line>"
+            )
+    parts.append(legend([(b, colours.get(b, "#0072B2")) for b in lines], LEFT + 30 + 7.5 * len(title), 14))
+    return "".join(parts) + "</svg>"
+
+
+def gate_table(gate: Mapping[str, Any], label: str) -> str:
+    checks = gate.get("checks") or []
+    rows = []
+    for i, check in enumerate(checks):
+
+        def at(field: str, i: int = i) -> Q | None:
+            return Q.at(gate, "gate", "checks", i, field)
+
+        rows.append(
+            f'<tr class="status-{esc(check.get("status"))}"><td>{esc(check.get("metric"))}</td>'
+            f"<td>{esc(check.get('status'))}</td><td>{number(at('baseline_ms'))}</td>"
+            f"<td>{number(at('allowed_max_ms'))}</td><td>{number(at('current_ms'))}</td>"
+            f'<td><span class="verdict" data-verdict="{esc(check.get("verdict"))}">{esc(check.get("verdict"))}'
+            f"</span> {number(at('verdict_ratio'), 'x')}</td><td>[{number(at('ci_low'))}, "
+            f'{number(at("ci_high"))}]</td><td class="reason">{esc(check.get("reason") or "")}</td></tr>'
+        )
+    head = "".join(
+        f'<th data-sort="{i}">{h}</th>'
+        for i, h in enumerate(
+            (
+                "metric",
+                "rule",
+                "baseline ms",
+                "allowed max ms",
+                "current ms",
+                "verdict",
+                "95 % interval",
+                "reason",
+            )
+        )
+    )
+    status = esc(str(gate.get("status", "?")).upper())
+    return (
+        f"<h3>Gate: {status} (<code>{esc(label)}</code>, {esc(gate.get('timestamp_utc', '?'))})</h3>"
+        f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def history_section(
+    history: HistoryInput | None,
+    baseline: Baseline | None,
+    gate: Mapping[str, Any] | None,
+    gate_label: str,
+    colours: Mapping[str, str],
+) -> str:
+    parts = ['<section id="history"><h2>History</h2>']
+    if history is None:
+        parts.append('<p class="none">No history given (--history DB adds a trend per cell).</p>')
+    else:
+        run_ids = sorted({p.run_id for p in history.series})
+        parts.append(
+            f'<p class="caption">{len(history.runs)} runs of environment <code>{esc(history.environment_id)}'
+            f"</code> in <code>{esc(history.path)}</code>; this report's run is "
+            f"{'#' + str(history.subject_run_id) if history.subject_run_id else 'not among them'}. "
+            "Vertical lines mark change points (a step of 5 % or more held for 3 runs each side); "
+            "shaded bands run from the baseline to the gate's allowed maximum.</p>"
+        )
+        for key, lines in sorted(_group(history.series).items()):
+            parts.append(f'<div class="figure">{trend_plot(key, lines, run_ids, baseline, colours)}</div>')
+        rows = "".join(
+            f"<tr><td>#{r.run_id}</td><td>{esc(r.timestamp_utc)}</td><td><code>{esc((r.commit or '–')[:10])}"
+            f"</code></td><td>{esc(r.branch or '–')}</td><td>{esc(', '.join(r.tags) or '–')}</td></tr>"
+            for r in history.runs[:20]
+        )
+        parts.append(
+            "<details><summary>Recent runs</summary><table><thead><tr><th>run</th><th>started (UTC)</th>"
+            f"<th>commit</th><th>branch</th><th>tags</th></tr></thead><tbody>{rows}</tbody></table></details>"
+        )
+    if gate is not None:
+        parts.append(gate_table(gate, gate_label))
+    return "".join(parts) + "</section>"

@@ -1,0 +1,50 @@
+"""Reports the GPU fixtures do not cover: CPU runs, flat or single samples, the interpreter, no cells."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apex_core.report.html import ReportInputs, RunInput, render_html
+from tests.apex_core.history.conftest import make_report, ok_cell, skipped_cell
+from tests.apex_core.report_html.sources import Evaluator, check_numbers
+
+
+def odd_cells() -> list[dict[str, Any]]:
+    flat = ok_cell("fusiongate", "torch-reference", 0.5, spread=0.0)  # every sample equal
+    single = ok_cell("fusiongate", "triton", 0.5)
+    single["samples_ms"] = single["samples_ms"][:1]
+    interpreted = ok_cell("fusiongate", "torch-compile", 5.0)
+    interpreted["timing_method"] = "triton_interpreter"
+    no_rates = ok_cell("tilessm-scan", "torch-reference", 0.5)
+    no_rates.update(gbps=0.0, tflops=0.0)
+    return [
+        ok_cell("tilepack", "torch-reference", 0.2),
+        ok_cell("tilepack", "triton", 0.1),
+        skipped_cell("tilepack", "onnxruntime"),
+        flat,
+        single,
+        interpreted,
+        no_rates,
+    ]
+
+
+def test_a_cpu_run_with_odd_cells_renders_and_its_numbers_hold() -> None:
+    record = make_report(odd_cells())
+    html = render_html(ReportInputs(runs=(RunInput("run0", "cpu.json", record),)))
+    numbers = check_numbers(html, Evaluator({"run0": record}))
+    sources = {e["attrs"]["data-src"] for e in numbers.found}
+    # the interpreted cell has no speed-up (its time is no speed); the triton tilepack cell has one
+    assert not any(s.startswith("div(") and s.endswith("/benchmarks/5/stats/p50_ms)") for s in sources)
+    assert "div(run0#/benchmarks/0/stats/p50_ms,run0#/benchmarks/1/stats/p50_ms)" in sources
+    # these cells count no bytes: the roofline says so instead of drawing nothing
+    assert "No timed cell reports achieved bandwidth" in html and "no CUDA device" in html
+
+
+def test_a_run_without_cells_and_runs_with_different_cells_render() -> None:
+    empty = make_report([])
+    assert "Every cell ran and was timed" in render_html(ReportInputs(runs=(RunInput("run0", "e", empty),)))
+    a = make_report([ok_cell("tilepack", "torch-reference", 0.2), ok_cell("tilepack", "triton", 0.1)])
+    b = make_report([ok_cell("tilepack", "torch-reference", 0.25, seed=3), skipped_cell("tilepack", "triton")])
+    html = render_html(ReportInputs(runs=(RunInput("run0", "a", a), RunInput("run1", "b", b))))
+    check_numbers(html, Evaluator({"run0": a, "run1": b}))
+    assert "ok / skipped" in html  # the cell B did not time is listed without a ratio
