@@ -14,6 +14,12 @@ part=${2:-every}
 work=/tmp/apex-gpu-scale
 mkdir -p "$work" "$OUT_DIR"
 [ -f scripts/gpu_env.sh ] && [ -d .whl ] && source scripts/gpu_env.sh
+# Ray's wheel is larger than a device call carries: scripts/fetch_gpu_wheels.sh --ray packs
+# the parts apex-bench uses into .whl-ray/ray-slim.tar.xz
+if [ -f .whl-ray/ray-slim.tar.xz ] && ! python3 -c "import ray" 2>/dev/null; then
+  mkdir -p /tmp/ray-site && tar xJf .whl-ray/ray-slim.tar.xz -C /tmp/ray-site
+  export PYTHONPATH=/tmp/ray-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 export PYTHONUNBUFFERED=1
 export APEX_BENCH_CACHE="$work/cache"  # emptied before each part's first run: a fresh machine
 nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv | tee "$work/gpus.txt"

@@ -62,7 +62,8 @@ def test_three_cases_three_ok_cells_that_compare_and_baseline_accept(tmp_path, m
 def test_compare_flag_gates_the_sweep_against_a_baseline(tmp_path, model, capsys):
     assert sweep(tmp_path, model, *CASES, name="first") == 0
     assert main(["baseline", "emit", "--from", str(tmp_path / "first.json"),
-                 "--output", str(tmp_path / "b.json"), "--ratio", "1000", "--abs-ms", "1000"]) == 0
+                 "--output", str(tmp_path / "b.json"), "--ratio", "1000", "--abs-ms", "1000",
+                 "--min-effect", "1000"]) == 0  # loose enough that a loaded CI machine's noise passes
     capsys.readouterr()
     assert sweep(tmp_path, model, *CASES, "--compare", "--baseline", str(tmp_path / "b.json")) == 0
     assert "apex-bench compare: PASS" in capsys.readouterr().out

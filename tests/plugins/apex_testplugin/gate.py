@@ -60,5 +60,5 @@ class SpinPairWorkload(Workload):
             torch.cuda._sleep(cycles)
         return {"x": x}
 
-    def work(self, case):
+    def work(self, case, dtype_name):
         return Work(bytes_moved=0, flops=0, units="elements", count=case.params.elements)
