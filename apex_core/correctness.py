@@ -1,4 +1,4 @@
-"""Compare a backend's outputs with the workload's reference (DESIGN.md section 6)."""
+"""Compare a backend's outputs with the workload's reference (docs/design.md section 7)."""
 
 from __future__ import annotations
 

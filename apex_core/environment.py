@@ -98,7 +98,7 @@ def gpu_info() -> dict[str, Any]:
 
 
 def capture_environment(device: str, measure_device: bool = True) -> dict[str, Any]:
-    """The environment record of a report (DESIGN.md section 7), with this device's measured facts."""
+    """The environment record of a report (docs/design.md section 9), with this device's measured facts."""
     import torch
 
     env: dict[str, Any] = {

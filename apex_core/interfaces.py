@@ -3,7 +3,8 @@
 Third-party packages subclass these and register the classes under the
 entry-point groups ``apex_bench.workloads`` and ``apex_bench.backends``.
 Construction must be cheap and must not import heavy stacks (triton,
-tensorrt, onnxruntime): do that inside ``probe`` or ``prepare``.
+tensorrt, onnxruntime): do that inside ``probe`` or ``prepare``. The guide with a
+complete example package is docs/plugins.md.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 Inputs = dict[str, "torch.Tensor"]
 Outputs = dict[str, "torch.Tensor"]
 
-# Default tolerances by dtype name (DESIGN.md section 6): (atol, rtol).
+# Default tolerances by dtype name (docs/design.md section 7): (atol, rtol).
 DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
     "fp32": (1e-6, 1e-5),
     "fp16": (1e-3, 1e-2),

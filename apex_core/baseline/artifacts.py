@@ -53,7 +53,7 @@ def summary_record(summary: CompareSummary) -> dict[str, Any]:
 
 
 def trend_record(summary: CompareSummary) -> dict[str, Any]:
-    """The normalized trend artifact (DESIGN.md section 8), one per run, for plotting over time."""
+    """The normalized trend artifact (docs/baselines.md, Artifacts), one per run, for plotting over time."""
     return {
         "schema_version": TREND_SCHEMA_VERSION,
         "suite": summary.suite,

@@ -15,16 +15,24 @@ from apex_core.errors import printable
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
 
-EXIT_CODES = """\
+_EXIT_CODES = """\
 exit codes:
   0  every requested cell ran (ok or skipped with a reason) and any gate passed
   1  a cell was incorrect, errored, crashed or timed out, or a gate failed, or (--strict)
      a cell was flagged faster than physics
   2  usage error (unknown name, bad value, unwritable output, missing device)
   3  internal error of apex-bench (one line on stderr names the file with its traceback)
-
-subcommands: compare, baseline, attest, export-onnx, sweep, doctor, report (apex-bench SUBCOMMAND --help)
 """
+
+
+def subcommands_epilog() -> str:
+    """The subcommands line of ``apex-bench --help``, from the dispatch table itself."""
+    from apex_core.cli.main import SUBCOMMANDS
+
+    return f"subcommands: {', '.join(SUBCOMMANDS)} (apex-bench SUBCOMMAND --help)\n"
+
+
+EXIT_CODES = f"{_EXIT_CODES}\n{subcommands_epilog()}"
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,7 +1,7 @@
 """Slow, obviously correct versions of the tile workloads: Python loops over Python floats.
 
 Each takes and returns float64 tensors (integers as given) and spells the semantics of
-DESIGN.md section 9 out one pixel, tile or token at a time, with no torch arithmetic,
+docs/workloads.md out one pixel, tile or token at a time, with no torch arithmetic,
 so that the vectorized references in ``apex_core.workloads`` have an independent check.
 """
 
