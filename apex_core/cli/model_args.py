@@ -55,20 +55,21 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 def model_path(args: Any) -> tuple[str, str] | None:
     """``(path, flag)`` of the model the main run times as it is, or None for a workload run.
 
-    ``--trt-engine-path`` with ``--input-shape`` is such a model too: an engine whose inputs are
-    not a workload's. Flags that only a workload run or only a model run reads are refused.
+    ``--trt-engine-path`` with ``--input-shape`` or ``--reference-model`` is such a model too: an
+    engine whose inputs are not a workload's. Flags that only a workload run or only a model
+    run reads are refused.
     """
     path, flag = args.model, "--model"
     if path and args.trt_engine_path:
         raise UsageError("--model and --trt-engine-path both name a model; give one")
-    if not path and args.trt_engine_path and args.input_shapes:
+    if not path and args.trt_engine_path and (args.input_shapes or args.reference_model):
         path, flag = args.trt_engine_path, "--trt-engine-path"
     if not path:
         for given, name in ((args.input_shapes, FLAG), (args.reference_model, "--reference-model"),
                             (args.runtime, "--runtime")):
             if given:
                 raise UsageError(f"{name} needs a model: pass --model PATH (an ONNX model or a serialized "
-                                 "engine) or --trt-engine-path PATH")
+                                 "engine)")
         return None
     for given, name in ((args.workloads, "--workloads"), (args.dtype, "--dtype"), (args.overrides, "--set"),
                         (args.profile != FIXED_PROFILE, "--profile"), (args.trt_build, "--trt-build"),

@@ -17,6 +17,7 @@ from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
+from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed, plan_sweep
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.environment import capture_environment
@@ -137,7 +138,9 @@ class _IncrementalReport:
     def __init__(self, plan: Plan, registry: Registry, env: dict[str, Any], writer: ReportWriter,
                  progress: Progress, model: SweepPlan | None = None) -> None:
         self.model = model
-        self.base = Report(suite="apex-bench", timestamp_utc=utc_now(), environment=env,
+        # a model's run is a sweep of one case: its report and baselines are the sweep's
+        suite = "apex-bench" if model is None else SWEEP_SUITE
+        self.base = Report(suite=suite, timestamp_utc=utc_now(), environment=env,
                            config=plan.config(), status="running", cells=(),
                            plugins=registry.broken, triton_autotune=summarize_autotune(()))
         self.cells: dict[int, CellResult] = {}  # by plan index: sharded cells finish out of order

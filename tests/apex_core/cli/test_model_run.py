@@ -51,6 +51,7 @@ def test_the_console_runs_the_model_ok_and_unchecked(tmp_path, models):
     assert done.returncode == 0, done.stderr
     assert "apex-bench: 1 ok;" in done.stdout and "Traceback" not in done.stderr
     record = load(tmp_path / "r.json")
+    assert record["suite"] == "apex-bench-sweep" and record["config"]["profile"] == "sweep"
     (cell,) = record["benchmarks"]
     assert cell["name"] == "model/pixel_values:0=2x4;Mask=2x4/onnxruntime/fp32/cpu"
     assert cell["status"] == "ok" and cell["correctness"] == "unchecked"
