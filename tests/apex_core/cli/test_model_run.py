@@ -151,3 +151,9 @@ def test_an_engine_with_input_shapes_needs_tensorrt(tmp_path, capsys):
     assert one_line_error(capsys).endswith(f"runtime tensorrt cannot run here: {reason}")
     assert main(["sweep", "--engine", str(engine), "--input-shape", "x=1x3", *outputs(tmp_path)]) == 2
     assert one_line_error(capsys).endswith(f"runtime tensorrt cannot run here: {reason}")
+
+
+def test_a_sweep_without_any_shape_is_a_usage_error(tmp_path, models, capsys):
+    assert main(["sweep", "--engine", str(models["model"]), *outputs(tmp_path)]) == 2
+    assert ("no shapes given; pass --shape-case CASE (repeatable) or --input-shape NAME=AxBxC"
+            in one_line_error(capsys))
