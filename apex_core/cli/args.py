@@ -9,6 +9,7 @@ import sys
 from typing import NoReturn
 
 from apex_core.cli.history_args import add_history_args
+from apex_core.cli.model_args import add_model_args
 from apex_core.cli.scale_args import add_scale_args
 from apex_core.correctness import DTYPES
 from apex_core.errors import printable
@@ -254,6 +255,7 @@ def build_run_parser() -> OneLineParser:
                      help="shared library registering the apexx TensorRT plugins: a file (relative "
                      "to the current folder) or a bare name the dynamic loader searches for "
                      "(repeatable; default: the os.pathsep-separated list in APEXX_TRT_PLUGIN_LIB)")
+    add_model_args(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")

@@ -13,9 +13,13 @@ from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.history_args import record_run
 from apex_core.cli.listing import list_plugins
+from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
+from apex_core.engine.sweep import SUITE as SWEEP_SUITE
+from apex_core.engine.sweep import SweepPlan, choose_runtime, filed, plan_sweep
+from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -125,11 +129,18 @@ def _configure_logging(log_path: Path) -> None:
 
 
 class _IncrementalReport:
-    """Keeps the finished cells and rewrites the report files after each one."""
+    """Keeps the finished cells and rewrites the report files after each one.
+
+    With ``model`` (a model file run as it is) the ``engine`` workload's cells are filed under
+    the model's name, as a sweep files them.
+    """
 
     def __init__(self, plan: Plan, registry: Registry, env: dict[str, Any], writer: ReportWriter,
-                 progress: Progress) -> None:
-        self.base = Report(suite="apex-bench", timestamp_utc=utc_now(), environment=env,
+                 progress: Progress, model: SweepPlan | None = None) -> None:
+        self.model = model
+        # a model's run is a sweep of one case: its report and baselines are the sweep's
+        suite = "apex-bench" if model is None else SWEEP_SUITE
+        self.base = Report(suite=suite, timestamp_utc=utc_now(), environment=env,
                            config=plan.config(), status="running", cells=(),
                            plugins=registry.broken, triton_autotune=summarize_autotune(()))
         self.cells: dict[int, CellResult] = {}  # by plan index: sharded cells finish out of order
@@ -138,6 +149,9 @@ class _IncrementalReport:
         self.writer.write(self.base)
 
     def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
+        if self.model is not None:
+            cell = attrs.evolve(cell, case=attrs.evolve(cell.case, workload=self.model.name))
+            result = None if result is None else filed(self.model, result)
         if result is not None:
             self.cells[index] = result
             self.write("running")
@@ -160,7 +174,28 @@ def run_command(args: Any) -> int:
         return _run(args)
 
 
+def _model_plan(args: Any, path: str, flag: str) -> SweepPlan:
+    """A model file run as it is: one case of the ``engine`` workload from ``--input-shape``."""
+    from apex_core.backend_options import parse_backend_opts
+    from apex_core.engine.input_shape import FLAG, with_input_shapes
+
+    registry = Registry.discover()
+    runtime = args.runtime or ("tensorrt" if flag == "--trt-engine-path" else None)
+    runtime = choose_runtime(Path(path), runtime, flag)
+    device = args.device or ("cuda" if runtime == "tensorrt" else "cpu")
+    options = parse_backend_opts(args.backend_opts or [], registry.backends)
+    return plan_sweep(path, with_input_shapes([], args.input_shapes), runtime=runtime, device=device,
+                      seed=args.seed, timing=timing_options(args, device), int_high=args.int_high,
+                      timeout_s=args.timeout, backends=args.backends, registry=registry,
+                      reference_model=args.reference_model, backend_options=options, flag=flag,
+                      shape_flag=FLAG)
+
+
 def _run(args: Any) -> int:
+    model = model_path(args)
+    if model is not None:
+        sweep = _model_plan(args, *model)
+        return _execute(args, sweep.plan, sweep.registry, sweep.device, sweep)
     registry = Registry.discover()
     device = args.device or default_device()
     if args.executor != "ray":  # a Ray driver needs no GPU of its own; the cluster is checked instead
@@ -174,6 +209,11 @@ def _run(args: Any) -> int:
                       dtypes=tuple(args.dtype or default_dtypes(device)), profile=args.profile,
                       overrides=args.overrides, seed=args.seed, timing=timing,
                       timeout_s=args.timeout, backend_options=backend_options_from_args(args, registry))
+    return _execute(args, plan, registry, device)
+
+
+def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: SweepPlan | None = None) -> int:
+    """Run ``plan``, writing the reports after every cell; then the summary, --strict, history and gate."""
     json_path, md_path, log_path = output_paths(args)
     html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
     gate = gate_from_run_args(args, json_path)
@@ -185,8 +225,9 @@ def _run(args: Any) -> int:
         _configure_logging(log_path)
         handle_sigterm()
         with Progress(quiet=args.quiet) as progress:
-            writer = ReportWriter(json_path, md_path, html_path)
-            recorder = _IncrementalReport(plan, registry, env, writer, progress)
+            writer = (ReportWriter(json_path, md_path, html_path) if model is None else
+                      ReportWriter(json_path, md_path, html_path, record=sweep_record, markdown=sweep_markdown))
+            recorder = _IncrementalReport(plan, registry, env, writer, progress, model)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
                                   environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout,

@@ -29,6 +29,7 @@ from apex_core.cli.args import (
     seed,
 )
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
+from apex_core.cli.model_args import add_shape_args
 from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
@@ -40,6 +41,7 @@ from apex_core.engine.sweep import (
     run_sweep,
 )
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
+from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
 from apex_core.report.writer import atomic_write_text
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
@@ -52,7 +54,8 @@ EXIT_CODES = """\
 shape cases:
   [label:]name=AxBxC[;name=AxB...]   e.g. x=1x3x128x128, small:a=1x3x64x64;b=1024x2
   Fixed inputs may be left out, and so may inputs whose open dimensions are all named
-  (ONNX dim_param) and given by another input of the case. See docs/sweep.md.
+  (ONNX dim_param) and given by another input of the case. --input-shape NAME=AxBxC
+  entries join every case; without --shape-case they are the one case. See docs/sweep.md.
 
 exit codes:
   0  every case ran and any gate passed
@@ -66,13 +69,14 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="apex-bench sweep",
         description="Time one engine (.engine/.plan under TensorRT, .onnx under ONNX Runtime) across "
-        "shape cases; one report cell per case, in the suite's JSON and Markdown formats. A sweep has "
-        "no reference, so results are not checked for correctness.",
+        "shape cases; one report cell per case, in the suite's JSON and Markdown formats. Without "
+        "--reference-model a sweep has no reference, so results are not checked for correctness.",
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sel = parser.add_argument_group("engine")
     sel.add_argument("--engine", required=True, metavar="PATH", help="engine or ONNX file")
-    sel.add_argument("--shape-case", dest="cases", action="append", required=True, metavar="CASE",
+    sel.add_argument("--shape-case", dest="cases", action="append", default=[], metavar="CASE",
                      help="one shape case (repeatable; one cell each)")
+    add_shape_args(sel)
     sel.add_argument("--runtime", choices=tuple(RUNTIMES), help="default: from the suffix "
                      f"({', '.join(f'{s} {r}' for s, r in SUFFIX_RUNTIMES.items())})")
     sel.add_argument("--backends", type=_comma_list, metavar="LIST",
@@ -158,11 +162,17 @@ def main(argv: list[str]) -> int:
     from apex_core.engine.shape_case import parse_shape_case
 
     args = build_parser().parse_args(argv)
-    cases = [parse_shape_case(text) for text in args.cases]  # malformed cases fail before any file is read
+    from apex_core.engine.input_shape import FLAG, with_input_shapes
+
+    if not args.cases and not args.input_shapes:
+        raise UsageError(f"no shapes given; pass --shape-case CASE (repeatable) or {FLAG} NAME=AxBxC")
+    # malformed cases fail before any file is read; --input-shape entries join every case
+    cases = with_input_shapes([parse_shape_case(text) for text in args.cases], args.input_shapes)
     timing = timing_options(args, args.device or "cuda")
     sweep = plan_sweep(args.engine, cases, runtime=args.runtime, device=args.device, name=args.name,
                        seed=args.seed, timing=timing, int_high=args.int_high, timeout_s=args.timeout,
-                       backends=args.backends)
+                       backends=args.backends, reference_model=args.reference_model,
+                       shape_flag=None if args.cases else FLAG)
     paths = output_paths(args, DEFAULT_JSON, DEFAULT_MD)
     gate = gate_from_run_args(args, paths[0])
     base = empty_report(sweep)

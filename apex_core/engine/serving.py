@@ -76,6 +76,8 @@ def prepare_engine(model: EngineModel, case: Case, inputs: Inputs, **metadata: A
         metadata={"shape_case": params.shape_case, "engine": params.engine,
                   "engine_sha256": params.engine_sha256, "runtime": model.runtime,
                   "inputs": tensor_meta(model.inputs, bound.input_shapes),
-                  "outputs": tensor_meta(model.outputs, bound.output_shapes), **metadata},
+                  "outputs": tensor_meta(model.outputs, bound.output_shapes),
+                  **({"reference_model": params.reference_model} if params.reference_model else {}),
+                  **metadata},
         work=io_work(inputs, outputs),
     )

@@ -6,7 +6,8 @@ Grammar (whitespace around the separators is ignored):
 - ``entry := name "=" dims``, ``dims := dim ("x" dim)*``, ``dim`` a positive decimal integer.
 - ``label`` is letters, digits and ``_ . + -``; it names the case in the report. Without one, the
   case is named by its canonical text (``a=1x3x128x128;b=1024x2``). A ``:`` before the first
-  ``=`` always starts a label, so an input whose own name holds a ``:`` needs an explicit label.
+  ``=`` always ends a label, so an input whose own name holds a ``:`` needs a label first; an
+  empty one (``:input:0=1x3``) leaves the case unlabelled.
 - ``name`` is any text without ``=`` or ``;``; each input appears at most once per case.
 
 Every problem is one ``UsageError`` line that quotes the offending text.
@@ -62,8 +63,14 @@ class ShapeCase:
 
     @property
     def text(self) -> str:
-        """The canonical case text; ``parse_shape_case(case.text) == case``."""
-        return f"{self.label}:{self.body}" if self.label else self.body
+        """The canonical case text; ``parse_shape_case(case.text) == case``.
+
+        Without a label, a body whose first name holds a ``:`` starts with an empty label
+        (``:input:0=1x3``), so the name is not read as a label when parsed again.
+        """
+        if self.label:
+            return f"{self.label}:{self.body}"
+        return f":{self.body}" if ":" in self.body.partition("=")[0] else self.body
 
     @property
     def name(self) -> str:
@@ -71,32 +78,31 @@ class ShapeCase:
         return self.label or key_safe(self.body)
 
 
-def _parse_dims(name: str, text: str, entry: str) -> Shape:
+def parse_dims(name: str, text: str, where: str) -> Shape:
+    """``AxBxC`` as positive integers; ``where`` starts every error (``shape case entry 'x=1x'``)."""
     if not text:
-        raise UsageError(f"shape case entry {entry!r}: input {name!r} has no dimensions (expected e.g. "
-                         f"{name}=1x3x64x64)")
+        raise UsageError(f"{where}: input {name!r} has no dimensions (expected e.g. {name}=1x3x64x64)")
     dims = []
     for part in text.split("x"):
         part = part.strip()
         if not _DIM_PATTERN.fullmatch(part):
-            raise UsageError(f"shape case entry {entry!r}: dimension {part!r} of input {name!r} is not a "
-                             "positive integer")
+            raise UsageError(f"{where}: dimension {part!r} of input {name!r} is not a positive integer")
         # int() refuses strings of thousands of digits with its own error; no dimension needs 20.
         value = int(part) if len(part.lstrip("0")) <= 19 else MAX_DIM + 1
         if value < 1:
-            raise UsageError(f"shape case entry {entry!r}: dimension {part!r} of input {name!r} must be "
-                             ">= 1")
+            raise UsageError(f"{where}: dimension {part!r} of input {name!r} must be >= 1")
         if value > MAX_DIM:
-            raise UsageError(f"shape case entry {entry!r}: dimension {part!r} of input {name!r} is larger "
-                             f"than {MAX_DIM}")
+            raise UsageError(f"{where}: dimension {part!r} of input {name!r} is larger than {MAX_DIM}")
         dims.append(value)
     return tuple(dims)
 
 
 def _split_label(text: str) -> tuple[str | None, str]:
-    """A ``:`` before the first ``=`` ends the label."""
+    """A ``:`` before the first ``=`` ends the label; an empty label (``:in:0=1x3``) is no label."""
     if ":" not in text.partition("=")[0]:
         return None, text
+    if text.lstrip().startswith(":"):
+        return None, text.lstrip()[1:]
     label, _, rest = text.partition(":")
     label = label.strip()
     if not LABEL_PATTERN.fullmatch(label):
@@ -125,7 +131,7 @@ def parse_shape_case(text: str) -> ShapeCase:
             raise UsageError(f"shape case entry {entry.strip()!r} in {text!r}: the input name is missing")
         if any(name == seen for seen, _ in entries):
             raise UsageError(f"shape case {text!r} gives input {name!r} more than once")
-        entries.append((name, _parse_dims(name, dims.strip(), entry.strip())))
+        entries.append((name, parse_dims(name, dims.strip(), f"shape case entry {entry.strip()!r}")))
     return ShapeCase(tuple(entries), label)
 
 
@@ -144,7 +150,7 @@ def _inputs_text(inputs: Sequence[TensorSpec]) -> str:
     return ", ".join([*open_, f"{len(fixed)} fixed{names}"])
 
 
-def _unknown_input(case: ShapeCase, name: str, inputs: Sequence[TensorSpec]) -> UsageError:
+def _unknown_input(case: ShapeCase, where: str, name: str, inputs: Sequence[TensorSpec]) -> UsageError:
     import difflib
 
     names = [s.name for s in inputs]
@@ -152,53 +158,54 @@ def _unknown_input(case: ShapeCase, name: str, inputs: Sequence[TensorSpec]) -> 
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     if case.label and f"{case.label}:{name}" in names:
         hint = f" (read {case.label!r} as the case label; give a label first, e.g. c1:{case.label}:{name}=...)"
-    return UsageError(f"case {case.name!r}: unknown input {name!r}{hint}; the engine's inputs: "
-                      f"{_inputs_text(inputs)}")
+    return UsageError(f"{where}: unknown input {name!r}{hint}; the engine's inputs: {_inputs_text(inputs)}")
 
 
-def _check_fixed_dims(case: ShapeCase, spec: TensorSpec, shape: Shape) -> None:
+def _check_fixed_dims(where: str, spec: TensorSpec, shape: Shape) -> None:
     if len(shape) != spec.rank:
-        raise UsageError(f"case {case.name!r}: input {spec.name!r}: rank {len(shape)} given "
+        raise UsageError(f"{where}: input {spec.name!r}: rank {len(shape)} given "
                          f"({format_shape(shape)}), the engine expects rank {spec.rank} "
                          f"({format_shape(spec.shape)})")
     for axis, (given, fixed) in enumerate(zip(shape, spec.shape, strict=True)):
         if fixed != DYNAMIC and given != fixed:
-            raise UsageError(f"case {case.name!r}: input {spec.name!r}: dimension {axis} is {given} in "
+            raise UsageError(f"{where}: input {spec.name!r}: dimension {axis} is {given} in "
                              f"{format_shape(shape)}, the engine fixes it at {fixed} "
                              f"({format_shape(spec.shape)})")
 
 
-def _check_profile(case: ShapeCase, spec: TensorSpec, shape: Shape, profile: ProfileRange) -> None:
+def _check_profile(where: str, spec: TensorSpec, shape: Shape, profile: ProfileRange) -> None:
     if not profile.contains(shape):
-        raise UsageError(f"case {case.name!r}: input {spec.name!r} shape {format_shape(shape)} is outside "
+        raise UsageError(f"{where}: input {spec.name!r} shape {format_shape(shape)} is outside "
                          f"the engine's optimization profile min {format_shape(profile.min)} "
                          f"max {format_shape(profile.max)}")
 
 
-def resolve_case(case: ShapeCase, inputs: Sequence[TensorSpec]) -> dict[str, Shape]:
+def resolve_case(case: ShapeCase, inputs: Sequence[TensorSpec], *, flag: str | None = None) -> dict[str, Shape]:
     """The concrete shape of every model input for ``case``, in the model's input order.
 
     An input may be left out when its shape is known: fully static, or every dynamic dimension
     named (ONNX ``dim_param``) and given a value by another input of the case. Raises
     ``UsageError`` for an unknown input, a wrong rank, a fixed dimension given another value,
     dimensions named alike given different values, a shape outside the input's optimization
-    profile, or a dynamic input whose shape stays open.
+    profile, or a dynamic input whose shape stays open. Errors start with ``flag`` when the
+    shapes came from a flag (``--input-shape``), else with the case's name.
     """
+    where = flag or f"case {case.name!r}"
     names = {spec.name for spec in inputs}
     given = case.shapes
     for name in given:
         if name not in names:
-            raise _unknown_input(case, name, inputs)
+            raise _unknown_input(case, where, name, inputs)
     named: dict[str, tuple[str, int]] = {}  # dim name -> (input that gave it, value)
     for spec in inputs:
         if spec.name in given:
-            _check_fixed_dims(case, spec, given[spec.name])
-            _collect_named_dims(case, spec, given[spec.name], named)
+            _check_fixed_dims(where, spec, given[spec.name])
+            _collect_named_dims(where, spec, given[spec.name], named)
     resolved: dict[str, Shape] = {}
     for spec in inputs:
-        shape = given[spec.name] if spec.name in given else _inferred_shape(case, spec, named)
+        shape = given[spec.name] if spec.name in given else _inferred_shape(where, flag, spec, named)
         if spec.profile is not None:
-            _check_profile(case, spec, shape, spec.profile)
+            _check_profile(where, spec, shape, spec.profile)
         resolved[spec.name] = shape
     return resolved
 
@@ -207,8 +214,7 @@ def _dim_name(spec: TensorSpec, axis: int) -> str | None:
     return spec.dim_names[axis] if axis < len(spec.dim_names) else None
 
 
-def _collect_named_dims(case: ShapeCase, spec: TensorSpec, shape: Shape,
-                        named: dict[str, tuple[str, int]]) -> None:
+def _collect_named_dims(where: str, spec: TensorSpec, shape: Shape, named: dict[str, tuple[str, int]]) -> None:
     """Dimensions the model names alike must get one value across the inputs of a case."""
     for axis, value in enumerate(shape):
         dim_name = _dim_name(spec, axis)
@@ -216,12 +222,13 @@ def _collect_named_dims(case: ShapeCase, spec: TensorSpec, shape: Shape,
             continue
         first = named.setdefault(dim_name, (spec.name, value))
         if first[1] != value:
-            raise UsageError(f"case {case.name!r}: input {spec.name!r}: dimension {axis} ({dim_name}) is "
+            raise UsageError(f"{where}: input {spec.name!r}: dimension {axis} ({dim_name}) is "
                              f"{value}, but input {first[0]!r} gives {dim_name} = {first[1]}; the engine "
                              "expects them equal")
 
 
-def _inferred_shape(case: ShapeCase, spec: TensorSpec, named: Mapping[str, tuple[str, int]]) -> Shape:
+def _inferred_shape(where: str, flag: str | None, spec: TensorSpec,
+                    named: Mapping[str, tuple[str, int]]) -> Shape:
     """The shape of an input the case leaves out: its fixed dims, and named dims known from other inputs."""
     dims = []
     for axis, fixed in enumerate(spec.shape):
@@ -231,6 +238,7 @@ def _inferred_shape(case: ShapeCase, spec: TensorSpec, named: Mapping[str, tuple
         elif dim_name is not None and dim_name in named:
             dims.append(named[dim_name][1])
         else:
-            raise UsageError(f"case {case.name!r}: input {spec.name!r} has dynamic dimensions "
-                             f"({format_shape(spec.shape)}) and no shape; add {spec.name}=... to the case")
+            add = f"pass {flag} {spec.name}=..." if flag else f"add {spec.name}=... to the case"
+            raise UsageError(f"{where}: input {spec.name!r} has dynamic dimensions "
+                             f"({format_shape(spec.shape)}) and no shape; {add}")
     return tuple(dims)

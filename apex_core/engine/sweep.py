@@ -44,15 +44,15 @@ _FLOATING = frozenset({"fp64", "fp32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e
 REPORT_DTYPES = ("fp32", "fp16", "bf16")
 
 
-def choose_runtime(engine: Path, runtime: str | None) -> str:
-    """``runtime`` when given, else the one the file's suffix names."""
+def choose_runtime(engine: Path, runtime: str | None, flag: str = "--engine") -> str:
+    """``runtime`` when given, else the one the file's suffix names (``flag`` names the path's flag)."""
     if runtime is not None:
         if runtime not in RUNTIMES:
             raise UsageError(f"unknown runtime {runtime!r}; valid: {', '.join(RUNTIMES)}")
         return runtime
     found = SUFFIX_RUNTIMES.get(engine.suffix.lower())
     if found is None:
-        raise UsageError(f"--engine {engine}: cannot tell the runtime from the suffix {engine.suffix!r} "
+        raise UsageError(f"{flag} {engine}: cannot tell the runtime from the suffix {engine.suffix!r} "
                          f"(known: {', '.join(SUFFIX_RUNTIMES)}); pass --runtime {'|'.join(RUNTIMES)}")
     return found
 
@@ -117,7 +117,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _loading_backend(registry: Registry, names: Sequence[str], engine_format: str, runtime: str,
-                     device: str) -> Any:
+                     device: str, options: Mapping[str, Mapping[str, Any]]) -> Any:
     """The first selected backend that reads ``engine_format`` and can run here (it loads the model)."""
     from apex_core.engine.serving import EngineBackend
 
@@ -130,7 +130,7 @@ def _loading_backend(registry: Registry, names: Sequence[str], engine_format: st
         if not isinstance(backend, EngineBackend) or engine_format not in backend.engine_formats:
             reasons.append(f"{name} does not run {engine_format} files")
             continue
-        backend.configure({})
+        backend.configure(options.get(name, {}))
         availability = backend.probe(device) if device in backend.devices else None
         if availability is not None and availability.ok:
             return backend
@@ -140,19 +140,19 @@ def _loading_backend(registry: Registry, names: Sequence[str], engine_format: st
                      f"no selected backend can load the {engine_format} file here ({'; '.join(reasons)})")
 
 
-def load_model(backend: Any, engine: Path, runtime: str, device: str) -> EngineModel:
+def load_model(backend: Any, engine: Path, runtime: str, device: str, flag: str = "--engine") -> EngineModel:
     """Load ``engine`` with the backend; a file the runtime cannot read is a usage error."""
     try:
         loaded: EngineModel = backend.load_engine(str(engine), device)
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"--engine {engine}: {runtime} cannot load it: {_one_line(exc)}") from None
+        raise UsageError(f"{flag} {engine}: {runtime} cannot load it: {_one_line(exc)}") from None
     return loaded
 
 
-def _resolve_all(cases: Sequence[ShapeCase], inputs: Sequence[TensorSpec],
-                 base: EngineParams) -> list[EngineParams]:
+def _resolve_all(cases: Sequence[ShapeCase], inputs: Sequence[TensorSpec], base: EngineParams,
+                 flag: str | None = None) -> list[EngineParams]:
     resolved = []
     names: dict[str, str] = {}
     for case in cases:
@@ -160,22 +160,38 @@ def _resolve_all(cases: Sequence[ShapeCase], inputs: Sequence[TensorSpec],
             raise UsageError(f"shape cases {names[case.name]!r} and {case.text!r} share the name "
                              f"{case.name!r}; give one a label (label:name=...)")
         names[case.name] = case.text
-        shapes = resolve_case(case, inputs)
+        shapes = resolve_case(case, inputs, flag=flag)
         specs = tuple((spec.name, spec.dtype, shapes[spec.name]) for spec in inputs)
         resolved.append(attrs.evolve(base, shape_case=case.text, inputs=specs))
     return resolved
+
+
+def _reference_config(path: str | Path | None, model: EngineModel, resolved: Sequence[EngineParams],
+                      dtype: str) -> dict[str, Any]:
+    """The report's ``reference_model`` entry (path and hash) once the reference fits every case."""
+    if not path:
+        return {}
+    from apex_core.engine.reference_model import check_reference
+
+    check_reference(path, model, [{n: shape for n, _d, shape in p.inputs} for p in resolved], dtype)
+    return {"reference_model": {"path": str(path), "sha256": file_sha256(Path(path))}}
 
 
 def plan_sweep(engine: str | Path, cases: Sequence[str | ShapeCase], *, runtime: str | None = None,
                device: str | None = None, name: str | None = None, seed: int = 0,
                timing: TimingOptions | None = None, int_high: int = DEFAULT_INT_HIGH,
                timeout_s: float = 600.0, backends: Sequence[str] | None = None,
-               registry: Registry | None = None) -> SweepPlan:
+               registry: Registry | None = None, reference_model: str | Path | None = None,
+               backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+               flag: str = "--engine", shape_flag: str | None = None) -> SweepPlan:
     """Check everything a sweep needs and build its plan; raises ``UsageError`` before anything runs.
 
     ``device`` defaults to cuda for TensorRT and cpu for ONNX Runtime; ``name`` (the report's
     workload) to the file's stem; ``backends`` to the runtime's own (``onnxruntime`` or
-    ``tensorrt-engine``): any backend that serves engine files may be named.
+    ``tensorrt-engine``): any backend that serves engine files may be named. With
+    ``reference_model`` (an ONNX file) every cell is checked against it. ``flag`` names the
+    option that gave the file in errors, ``shape_flag`` the one that gave the shapes
+    (``--input-shape``) when they did not come as shape cases.
     """
     parsed = [c if isinstance(c, ShapeCase) else parse_shape_case(c) for c in cases]
     if not parsed:
@@ -186,9 +202,9 @@ def plan_sweep(engine: str | Path, cases: Sequence[str | ShapeCase], *, runtime:
         raise UsageError(f"timeout must be positive, got {timeout_s}")
     engine = Path(engine)
     if not engine.is_file():
-        raise UsageError(f"--engine {engine}: file not found" if not engine.exists()
-                         else f"--engine {engine}: not a file")
-    runtime = choose_runtime(engine, runtime)
+        raise UsageError(f"{flag} {engine}: file not found" if not engine.exists()
+                         else f"{flag} {engine}: not a file")
+    runtime = choose_runtime(engine, runtime, flag)
     engine_format, default_backend = RUNTIMES[runtime]
     device = device or ("cuda" if runtime == "tensorrt" else "cpu")
     if device not in ("cpu", "cuda"):
@@ -199,24 +215,26 @@ def plan_sweep(engine: str | Path, cases: Sequence[str | ShapeCase], *, runtime:
     name = _check_name(name if name is not None else key_safe(engine.stem))
     registry = registry or Registry.discover()
     backend_names = registry.select_backends(list(backends or [default_backend]))
-    model = load_model(_loading_backend(registry, backend_names, engine_format, runtime, device),
-                       engine, runtime, device)
+    options = {name: dict(opts) for name, opts in (backend_options or {}).items()}
+    model = load_model(_loading_backend(registry, backend_names, engine_format, runtime, device, options),
+                       engine, runtime, device, flag)
     _check_dtypes(model.inputs)
     sha256 = file_sha256(engine)
     base = EngineParams(engine=str(engine), engine_format=engine_format, engine_sha256=sha256,
-                        int_high=int_high)
+                        int_high=int_high, reference_model=str(reference_model or ""))
     workload = registry.workloads.get(ENGINE_WORKLOAD) or EngineWorkload()
     dtype = cell_dtype(model)
-    cells = tuple(PlannedCell(case, backend, dtype, device)
-                  for params in _resolve_all(parsed, model.inputs, base)
+    resolved = _resolve_all(parsed, model.inputs, base, shape_flag)
+    reference = _reference_config(reference_model, model, resolved, dtype)
+    cells = tuple(PlannedCell(case, backend, dtype, device) for params in resolved
                   for case in workload.cases(params) for backend in backend_names)
     extra = {"workloads": [name],
              "dtypes": [dtype] if dtype in REPORT_DTYPES else [],
              "engine": {"path": str(engine), "sha256": sha256, "runtime": runtime, "format": engine_format},
-             "shape_cases": [c.text for c in parsed], "int_high": int_high}
+             "shape_cases": [c.text for c in parsed], "int_high": int_high, **reference}
     plan = Plan(cells=cells, backends=tuple(backend_names), workloads=(ENGINE_WORKLOAD,), broken_workloads=(),
                 device=device, dtypes=(dtype,), profile=PROFILE, overrides={}, seed=seed, timing=timing,
-                timeout_s=timeout_s, extra_config=extra)
+                timeout_s=timeout_s, backend_options=options, extra_config=extra)
     return SweepPlan(plan=plan, registry=registry, name=name, engine=engine, engine_sha256=sha256,
                      runtime=runtime, shape_cases=tuple(parsed))
 

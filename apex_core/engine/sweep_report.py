@@ -49,6 +49,10 @@ def sweep_markdown(report: Report) -> str:
         row = [text.replace("|", "\\|").replace("\n", " ") for text in (cell.case, cell.backend, *texts)]
         lines.append("| " + " | ".join(row) + " |")
     engine = report.config.get("engine", {})
+    reference = report.config.get("reference_model")
+    checked = (f"Correctness checked against the reference model `{reference.get('path')}` (sha256 "
+               f"{reference.get('sha256')}), run by ONNX Runtime on the CPU." if reference
+               else f"Correctness {NO_REFERENCE}.")
     lines += ["", f"Engine `{engine.get('path')}` (sha256 {engine.get('sha256')}), runtime "
-              f"{engine.get('runtime')}. Correctness {NO_REFERENCE}."]
+              f"{engine.get('runtime')}. {checked}"]
     return render_markdown(report) + "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -125,8 +126,11 @@ class ReportWriter:
     interrupted), and the Markdown summary links to it.
     """
 
-    def __init__(self, json_path: Path | None, markdown_path: Path | None,
-                 html_path: Path | None = None) -> None:
+    def __init__(self, json_path: Path | None, markdown_path: Path | None, html_path: Path | None = None,
+                 *, record: Callable[[Report], dict[str, Any]] = report_record,
+                 markdown: Callable[[Report], str] = render_markdown) -> None:
+        # a model file's run writes the sweep's record and summary (its replay block, its shapes)
+        self.record, self.markdown = record, markdown
         self.json_path = json_path
         self.markdown_path = markdown_path
         self.html_path = html_path
@@ -137,10 +141,11 @@ class ReportWriter:
     def write(self, report: Report) -> None:
         try:
             if self.json_path is not None:
-                atomic_write_text(self.json_path, report_json(report) + "\n")
+                text = json.dumps(self.record(report), indent=2, default=str, allow_nan=False)
+                atomic_write_text(self.json_path, text + "\n")
             if self.markdown_path is not None:
                 link = markdown_link(self.markdown_path, self.html_path) if self.html_path else ""
-                atomic_write_text(self.markdown_path, render_markdown(report) + link)
+                atomic_write_text(self.markdown_path, self.markdown(report) + link)
         except OSError as exc:
             self.failure = f"could not write {exc.filename or self.json_path}: {exc.strerror or exc}"
         if self.html_path is not None and report.status != "running":
@@ -152,7 +157,7 @@ class ReportWriter:
         assert self.html_path is not None
         label = str(self.json_path) if self.json_path is not None else "this run"
         try:
-            write_html(self.html_path, ReportInputs(runs=(RunInput("run0", label, report_record(report)),)))
+            write_html(self.html_path, ReportInputs(runs=(RunInput("run0", label, self.record(report)),)))
         except OSError as exc:
             self.failure = f"could not write {exc.filename or self.html_path}: {exc.strerror or exc}"
         except Exception as exc:  # the JSON and Markdown are written; a rendering bug must not lose them

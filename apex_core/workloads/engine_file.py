@@ -6,11 +6,15 @@ in the worker pool with the suite's timeouts, recorder and gate. The parameters 
 everything a worker needs as plain data: the file, its format and hash, and every model
 input's name, dtype and resolved shape.
 
-There is no reference: the cells are timed but never checked (``unchecked_reason``), and
-their report says so. Inputs are fresh random data from a generator seeded by the run's
-seed and the case name, so a case sees the same data in any order: floating inputs
-standard normal, integer inputs uniform in ``[0, int_high)`` (default 2, a valid index into
-any axis of two or more elements), boolean inputs uniform.
+Without a reference the cells are timed but never checked (``unchecked_reason``), and
+their report says so; with ``reference_model`` (an ONNX file, ``--reference-model``) every
+cell is checked against that model's outputs under ONNX Runtime on the CPU
+(``apex_core.engine.reference_model``), with the suite's tolerances for the cell's dtype.
+
+Inputs are fresh random data from a generator seeded by the run's seed and the case name,
+so a case sees the same data in any order: floating inputs standard normal, integer inputs
+uniform in ``[0, int_high)`` (default 2, a valid index into any axis of two or more
+elements), boolean inputs uniform.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from typing import Any
 import attrs
 import torch
 
-from apex_core.interfaces import Inputs, Outputs, Workload
-from apex_core.results import Case, Work
+from apex_core.interfaces import DEFAULT_TOLERANCES, Inputs, Outputs, Workload
+from apex_core.results import Case, Tolerance, Work
 
 ENGINE_FORMATS = ("onnx", "tensorrt")
 DEFAULT_INT_HIGH = 2
@@ -71,6 +75,7 @@ class EngineParams:
     shape_case: str = ""  # the case as given, canonical text (docs/sweep.md)
     inputs: tuple[InputSpec, ...] = attrs.field(default=(), converter=_input_specs)
     int_high: int = attrs.field(default=DEFAULT_INT_HIGH, validator=attrs.validators.ge(1))
+    reference_model: str = ""  # an ONNX file whose outputs the cell is checked against; "" none
 
 
 def case_name(params: EngineParams) -> str:
@@ -122,10 +127,22 @@ class EngineWorkload(Workload):
         return random_feeds(p.inputs, device, case_seed(seed, case.name), p.int_high)
 
     def reference(self, case: Case, inputs: Inputs) -> Outputs:
-        raise NotImplementedError(NO_REFERENCE)
+        """The reference model's outputs (``reference_model``); without one there is none."""
+        p: EngineParams = case.params
+        if not p.reference_model:
+            raise NotImplementedError(NO_REFERENCE)
+        from apex_core.engine.reference_model import reference_outputs
+
+        return reference_outputs(p.reference_model, inputs)
 
     def unchecked_reason(self, case: Case) -> str:
-        return NO_REFERENCE
+        return "" if case.params.reference_model else NO_REFERENCE
+
+    def tolerance(self, dtype_name: str) -> Tolerance:
+        """The suite's tolerances for floating dtypes; integer and boolean outputs must match exactly."""
+        if dtype_name in DEFAULT_TOLERANCES:
+            return super().tolerance(dtype_name)
+        return Tolerance(0.0, 0.0, reason="integer and boolean outputs are compared exactly")
 
     def work(self, case: Case, dtype_name: str) -> Work:
         """The inputs read once (the backend adds the outputs, which only running the file tells)."""
