@@ -95,16 +95,23 @@ def _device_lines(report: Report) -> list[str]:
 
 def _time_lines(cells: Iterable[CellResult]) -> list[str]:
     """Build and wait time over the run's cells (each cell's own are in the JSON report)."""
+    cells = list(cells)
     builds = [c.build_time_s for c in cells if c.build_time_s is not None]
     waits = [c.wait_time_s for c in cells if c.wait_time_s is not None]
+    warmed = [c for c in cells if c.warm_time_s is not None]
     if not builds and not waits:
         return []
     parts = []
     if builds:
         parts.append(f"build {sum(builds):.1f} s in all (longest {max(builds):.1f} s)")
+    if warmed:
+        ahead = sum(1 for c in warmed if c.metadata.get("prebuild", {}).get("state") == "warmed")
+        parts.append(f"builders warmed {ahead} of {len(warmed)} cells ahead, "
+                     f"{sum(c.warm_time_s or 0.0 for c in warmed):.1f} s of their time")
     if waits:
         parts.append(f"longest wait for a worker {max(waits):.1f} s")
-    return ["", "Cells: " + "; ".join(parts) + " (build_time_s and wait_time_s per cell in the JSON report)."]
+    fields = "build_time_s, warm_time_s and wait_time_s" if warmed else "build_time_s and wait_time_s"
+    return ["", "Cells: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
 
 
 def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
