@@ -31,9 +31,10 @@ from typing import Any
 import attrs
 
 from apex_core.cell import CellSpec
+from apex_core.errors import describe_exception
 from apex_core.results import CellResult
-from apex_core.warming import NOT_STARTED, WarmRequest, WarmResult
-from apex_core.workers import WorkerPool, WorkerStartError
+from apex_core.warming import FAILED, NOT_STARTED, WarmRequest, WarmResult
+from apex_core.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -116,25 +117,34 @@ class BuildAhead:
 
     def _serve(self, pool: Any) -> None:
         """One builder's loop: warm the next cell until none is left or the run stops."""
-        while not self._stopping.is_set():
-            index = self._next()
-            if index is None:
-                return
-            try:
-                pool.ensure_started()
-            except WorkerStartError as exc:
-                if self._stopping.is_set():
+        try:
+            while not self._stopping.is_set():
+                index = self._next()
+                if index is None:
                     return
-                log.warning("a builder process did not start (%s); its cells are built by their worker", exc)
-                self._finish(index, _PENDING)
-                return
-            result = pool.warm(WarmRequest(self._spec(index)), self._timeout_s)
-            log.debug("builder: cell %d %s in %.1f s %s", index, result.state, result.seconds, result.reason)
-            self._finish(index, result)
+                try:
+                    pool.ensure_started()
+                except Exception as exc:  # WorkerStartError, or the process could not even be spawned
+                    self._finish(index, _PENDING)  # back to the other builders, or to its worker
+                    if not self._stopping.is_set():
+                        log.warning("a builder process did not start (%s); its cells are built by their "
+                                    "workers", describe_exception(exc))
+                    return
+                try:
+                    result = pool.warm(WarmRequest(self._spec(index)), self._timeout_s)
+                except Exception as exc:  # a bug here must not leave the cell's worker waiting
+                    result = WarmResult(FAILED, reason=describe_exception(exc))
+                log.debug("builder: cell %d %s in %.1f s %s", index, result.state, result.seconds,
+                          result.reason)
+                self._finish(index, result)
+        finally:
+            with contextlib.suppress(Exception):
+                pool.close(graceful=not self._stopping.is_set())  # its GPU memory goes back now
 
     def _finish(self, index: int, outcome: Any) -> None:
         with self._changed:
-            self._state[index] = outcome
+            if self._state[index] != _CLAIMED:  # a cell its worker gave up on waiting for stays taken
+                self._state[index] = outcome
             self._changed.notify_all()
 
     def claim(self, cell: Any, wait: bool = True) -> Prebuild | None:
@@ -148,7 +158,8 @@ class BuildAhead:
         with self._changed:
             if index is None or index not in self._state:
                 return None
-            while wait and self._state[index] == _RUNNING and not self._stopping.is_set():
+            while wait and self._state[index] == _RUNNING and not self._stopping.is_set() \
+                    and any(thread.is_alive() for thread in self._threads):
                 self._changed.wait(0.5)
             outcome = self._state[index]
             self._state[index] = _CLAIMED

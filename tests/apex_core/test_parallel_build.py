@@ -17,6 +17,9 @@ import pytest
 from apex_core.api import run
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
+from apex_core.report.markdown import render_markdown
+from apex_core.report.records import report_record
+from apex_core.report.writer import validate_report
 from apex_core.results import Status
 from apex_core.timing import TimingOptions
 from tests.apex_core.fakes import Axpy, Eager
@@ -92,6 +95,12 @@ def test_builders_warm_a_cell_before_its_worker_prepares_it(tmp_path):
             assert cell.warm_time_s is not None and cell.warm_time_s >= 0
     eager = [c for c in report.cells if c.backend == "eager"]
     assert all("prebuild" not in c.metadata and c.warm_time_s is None for c in eager)  # no hook
+    record = report_record(report)
+    validate_report(record)
+    assert record["config"]["build_workers"] == 1
+    assert sum("warm_time_s" in row for row in record["benchmarks"]) == len(marking)
+    warmed = states.count("warmed")
+    assert f"builders warmed {warmed} of {len(marking)} cells ahead" in render_markdown(report)
 
 
 def _comparable(cell):
