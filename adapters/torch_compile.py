@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import shutil
 from functools import partial
+from typing import Any
 
 import torch
 
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case
+
+# Inductor settings under which compiling benchmarks kernels on the GPU (max-autotune's
+# template choices): that is measurement, so a builder must not do it beside a timed cell.
+_COMPILE_TIME_TUNING = ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise")
+
+
+class _BuiltNotRun(Exception):
+    """Raised in place of the compiled graph's first run: a builder wants the build, not the run."""
 
 
 class TorchCompileBackend(Backend):
@@ -49,3 +58,38 @@ class TorchCompileBackend(Backend):
                 return compiled(inputs)
 
         return Prepared(run, metadata={"mode": self.mode, "dynamic": False})
+
+    def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
+        """Compile the cell's graph into Inductor's and Triton's caches, without running it.
+
+        Dynamo traces the reference as ``prepare``'s first call does (same function, grad
+        mode, ``dynamic=False``), and the graph goes to the very compiler ``torch.compile``
+        would use (``mode``'s options), which stores it in the FX graph and AOTAutograd
+        caches and its kernels in Triton's; the compiled graph is then not called, so no
+        kernel runs and Inductor's first-call autotuning stays with the measuring worker.
+        Only the first graph is built: a reference with graph breaks is warmed up to its
+        first break (the built-in references have none).
+        """
+        inductor = torch._TorchCompileInductorWrapper(self.mode, None, False)  # what mode= selects
+        tuned = [name for name in _COMPILE_TIME_TUNING
+                 if inductor.config.get(name) or getattr(torch._inductor.config, name, False)]
+        if tuned:
+            return f"mode {self.mode!r} benchmarks kernels while it compiles ({tuned[0]}): that is measurement"
+
+        def build_only(graph: Any, example_inputs: Any) -> Any:
+            inductor(graph, example_inputs)  # code generation and Triton compiles, into the caches
+
+            def not_run(*_args: Any) -> Any:
+                raise _BuiltNotRun
+
+            return not_run
+
+        torch._dynamo.reset()
+        try:
+            with torch.no_grad():
+                torch.compile(partial(workload.reference, case), backend=build_only, dynamic=False)(inputs)
+        except _BuiltNotRun:
+            return None
+        finally:
+            torch._dynamo.reset()  # the measuring worker's prepare starts from a clean dynamo too
+        return "dynamo found no graph to compile"

@@ -86,3 +86,18 @@ class TritonBackend(Backend):
                             "triton_interpreter", report_metadata=chosen)
         metadata = {**launcher.metadata, "autotune_timer": tuning}
         return Prepared(launcher.run, launcher.outputs, metadata, report_metadata=chosen)
+
+    def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
+        """Compile every configuration of the cell's kernels into Triton's cache, launching none."""
+        if interpreting():
+            return "the Triton interpreter compiles nothing"
+        from adapters.triton_ops import OPS
+        from adapters.triton_warm import compile_launches
+
+        # binding allocates the outputs (and may fill a buffer); it launches none of the cell's kernels
+        launcher = OPS[workload.name].bind(workload, case, inputs)
+        compiled, failed = compile_launches(launcher.launches)
+        if not compiled:
+            return f"none of its {failed} Triton configurations compiled ahead" if failed \
+                else "no Triton launch to compile"
+        return None

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from apex_core.errors import UsageError
 from apex_core.plan import build_plan
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
@@ -52,6 +54,7 @@ def run(
     on_cell: CellCallback | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    build_workers: int = 0,
 ) -> Report:
     """Run workloads x cases x backends x dtypes on one device and return the report.
 
@@ -61,8 +64,9 @@ def run(
     e.g. ``{"tensorrt-engine": {"engine_path": "ff.engine"}}``); each selected backend
     gets its own through ``Backend.configure`` wherever it is probed or run, and the
     report's config records them. With process isolation each backend is probed in
-    the worker under ``probe_timeout_s``. Raises ``UsageError`` for bad selections before any
-    cell runs.
+    the worker under ``probe_timeout_s``. ``build_workers`` builder processes warm the
+    compile caches of upcoming cells while others are timed (docs/scale.md; process
+    isolation only). Raises ``UsageError`` for bad selections before any cell runs.
     """
     registry = registry or Registry.discover()
     device = device or default_device()
@@ -80,4 +84,7 @@ def run(
         timeout_s=timeout_s,
         backend_options=backend_options,
     )
-    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell, probe_timeout_s=probe_timeout_s)
+    if build_workers:  # the report's config says how many builders ran
+        plan = attrs.evolve(plan, extra_config={**plan.extra_config, "build_workers": build_workers})
+    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell, probe_timeout_s=probe_timeout_s,
+                    build_workers=build_workers)

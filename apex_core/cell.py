@@ -92,7 +92,7 @@ def _fail(stage: str, exc: BaseException) -> _CellFailure:
     return _CellFailure(status, reason, traceback.format_exc())
 
 
-def _torch_dtype(dtype_name: str) -> torch.dtype:
+def cell_torch_dtype(dtype_name: str) -> torch.dtype:
     """The torch dtype of a cell's dtype name; build_plan admits only ``DTYPES``, but an engine
     file's cells carry the model's own dtype name (fp64, int64...) and its inputs take the
     model's dtypes whatever is passed here."""
@@ -177,7 +177,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _fail("configure", exc) from None
     torch.manual_seed(spec.seed)
     try:
-        inputs = workload.make_inputs(case, spec.device, _torch_dtype(spec.dtype), spec.seed)
+        inputs = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), spec.seed)
         workload.validate_inputs(case, inputs)
     except CellSkipped as skip:  # a workload's own condition (a bench.yaml's skip block)
         raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None

@@ -229,3 +229,27 @@ class Backend(abc.ABC):
         The callable must read ``inputs`` each call (the runner refreshes them in
         place between checks) and must not synchronize the host.
         """
+
+    def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
+        """Fill the persistent compile caches for one cell ahead of it, without running it (optional).
+
+        Called in a builder process (``--build-workers``, docs/scale.md) while another
+        cell is being timed on the same GPU, with the cell's own inputs on its device,
+        after ``configure``. It must launch none of the cell's kernels and benchmark
+        nothing (autotuning is measurement: it stays in ``prepare``): compile what
+        ``prepare`` will compile so that its compiler finds it in the caches
+        (``TRITON_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``). Return None once the caches
+        hold the build, or a one-line reason why this cell was not warmed. Whatever it
+        raises or however it fails, the measuring worker builds the cell as if it had not
+        been called; backends without this hook are simply not warmed.
+        """
+        return NO_WARM_HOOK
+
+
+# What ``Backend.warm_caches`` answers when a backend does not implement it.
+NO_WARM_HOOK = "the backend has no warm_caches hook"
+
+
+def warms_caches(backend: Backend) -> bool:
+    """Whether ``backend`` implements ``warm_caches`` (builders only take cells of such backends)."""
+    return type(backend).warm_caches is not Backend.warm_caches

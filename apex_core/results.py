@@ -302,6 +302,9 @@ class CellResult:
     unchecked: str = ""
     device_info: DeviceInfo | None = None  # the card it ran on, when the run named cards (--devices, Ray)
     wait_time_s: float | None = None  # from the run's start until a worker took the cell
+    # seconds a builder process spent filling this cell's compile caches ahead of it
+    # (--build-workers, apex_core/prebuild.py); None when no builder started on it
+    warm_time_s: float | None = None
 
     @property
     def key(self) -> str:

@@ -15,7 +15,9 @@ from apex_core.cell import CellSpec, execute_cell
 from apex_core.devices import pinning_env
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
+from apex_core.interfaces import warms_caches
 from apex_core.plan import Plan, PlannedCell
+from apex_core.prebuild import BuildAhead
 from apex_core.probing import (
     DEFAULT_PROBE_TIMEOUT_S,
     ERROR,
@@ -111,6 +113,7 @@ def run_plan(
     devices: Sequence[DeviceInfo] | None = None,
     worker_env: Mapping[str, str] | None = None,
     executor: Any = None,
+    build_workers: int = 0,
 ) -> Report:
     """Run every cell of ``plan`` and return the immutable report.
 
@@ -122,7 +125,9 @@ def run_plan(
     ``devices`` shards the cells over one worker per card (``apex_core.sharding``);
     ``worker_env`` is set in every worker before it starts (the compile caches);
     ``executor`` (``apex_core.executors.ray_executor.RayExecutor``) runs the cells
-    elsewhere instead. ``on_cell(index, total, cell, result)`` is called with
+    elsewhere instead. ``build_workers`` builder processes warm the compile caches of
+    upcoming cells meanwhile (``apex_core.prebuild``; process isolation, no executor).
+    ``on_cell(index, total, cell, result)`` is called with
     ``result=None`` before a cell starts and with its result once it is done; with
     several workers the calls come from their threads, one at a time.
     """
@@ -130,6 +135,9 @@ def run_plan(
         raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
     if isolation == "inline" and (devices or executor is not None):
         raise UsageError("--inline runs every cell in this process: it cannot use --devices or --executor")
+    if build_workers and (isolation == "inline" or executor is not None):
+        raise UsageError("--build-workers starts builder processes beside the local workers: it cannot be "
+                         "used with --inline or --executor ray")
     timestamp = utc_now()
     configure_failures = configure_backends(plan, registry)
     env = environment if environment is not None else capture_environment(plan.device)
@@ -145,15 +153,18 @@ def run_plan(
             book.stopping.set()
     else:
         states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
+        ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
         try:
+            ahead.start()
             with _inline_env(worker_env if isolation == "inline" else None):
                 run_slots(states, book, lambda state, cell: _run_one(plan, cell, registry, state,
-                                                                        configure_failures))
+                                                                        configure_failures, ahead))
             for index in book.drain():  # left by slots that were all taken out of the rotation
                 cell = book.cells[index]
                 book.finish(index, _planned_result(cell, Status.ERROR, retired_reason(states)))
             status = "complete"
         finally:
+            ahead.close()  # first: what builders still warm is of no use now
             for state in states:
                 if state.pool is not None:
                     # an interrupted run may leave a worker in a hanging cell: kill it, do not wait
@@ -208,14 +219,30 @@ def _inline_env(env: Mapping[str, str] | None) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,
+                 configure_failures: dict[str, str]) -> BuildAhead:
+    """The run's builders (none when ``count`` is 0), sharing its cards' environments in turn."""
+    warmable = [cell.backend in registry.backends and cell.case.workload in registry.workloads
+                and cell.backend not in configure_failures and warms_caches(registry.backends[cell.backend])
+                for cell in book.cells]
+    plugins = registry.in_memory_blob() if count else b""
+    return BuildAhead(book.cells, warmable, lambda index: cell_spec(plan, book.cells[index]), count,
+                      [state.slot.env for state in states], plan.timeout_s, plugins)
+
+
 def _run_one(plan: Plan, cell: PlannedCell, registry: Registry, state: SlotState,
-             configure_failures: dict[str, str]) -> CellResult:
+             configure_failures: dict[str, str], ahead: BuildAhead) -> CellResult:
     """Decide and, if it can run, run one cell on one slot; raises WorkerStartError when no worker starts."""
     if state.slot.device is not None and state.pool is not None:
         state.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
     result = decide_without_running(cell, registry, state.probes, configure_failures)
     if result is None:
+        prebuild = ahead.claim(cell)  # waits for a builder still warming it
         result = _execute(plan, cell, registry, state.pool)
+        if prebuild is not None:
+            result = prebuild.stamp(result)
+    else:
+        ahead.claim(cell, wait=False)  # it will not run: no builder needs to warm it
     if result.log:
         log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
     return result

@@ -83,20 +83,26 @@ UNFIT = "unfit"
 
 
 def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b"",
-                env: dict[str, str] | None = None, self_test: bool = False) -> None:
+                env: dict[str, str] | None = None, self_test: bool = False, niceness: int = 0) -> None:
     """Entry point of the worker process: load plugins once, then serve requests until told to stop.
 
     ``env`` (the GPU it is pinned to, the compile caches) is set before anything can
     initialise CUDA or read a cache variable; with ``self_test`` the worker first checks
     its GPU and, when that fails, answers ``UNFIT`` with the reason instead of ``ready``.
+    ``niceness`` lowers its CPU priority (and its children's): a builder process yields
+    the CPU to the worker that is timing a cell.
     """
     os.environ.update(env or {})
     os.setsid()  # its own process group: the run can kill it with every helper it started
+    if niceness:
+        with contextlib.suppress(OSError):
+            os.nice(niceness)
     _capture_stderr(output_path)
     _watch_parent(parent_pid)
     from apex_core.cell import CellSpec
     from apex_core.probing import ProbeRequest
     from apex_core.registry import Registry
+    from apex_core.warming import WarmRequest
 
     if self_test:
         from apex_core.device_health import self_test as check_gpu
@@ -108,11 +114,14 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     registry = Registry.discover()
     registry.add_in_memory(plugins)  # a library caller's in-memory objects (Registry.from_objects)
     conn.send(("ready", None))
+    probes: dict[Any, Any] = {}  # a builder's probes, once per backend and device
     while True:
         request = conn.recv()
         if request is None:
             return
-        if isinstance(request, ProbeRequest):
+        if isinstance(request, WarmRequest):
+            _serve_warm(conn, registry, request, probes)
+        elif isinstance(request, ProbeRequest):
             if not _serve_probe(conn, registry, request):
                 return
         elif isinstance(request, CellSpec) and not _serve_cell(conn, registry, request):
@@ -135,6 +144,15 @@ def _serve_probe(conn: Any, registry: Any, request: Any) -> bool:
     sys.stderr.flush()
     conn.send((LAST if lost else "probe", result))  # state it could not put back: a fresh worker next
     return not lost
+
+
+def _serve_warm(conn: Any, registry: Any, request: Any, probes: dict[Any, Any]) -> None:
+    """Warm one cell's compile caches (a builder process) and say how it went."""
+    from apex_core.warming import warm_here
+
+    result = warm_here(registry, request.spec, probes)
+    sys.stderr.flush()
+    conn.send(("warm", result))
 
 
 def _serve_cell(conn: Any, registry: Any, spec: Any) -> bool:

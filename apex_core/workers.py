@@ -24,9 +24,11 @@ from typing import Any
 
 import attrs
 
+from apex_core import warming
 from apex_core.cell import CellSpec
 from apex_core.probing import ERROR, TIMEOUT, Prober, ProbeRequest, ProbeResult
 from apex_core.results import CellResult, Status
+from apex_core.warming import WarmRequest, WarmResult
 from apex_core.worker_output import REPORT_TAIL_BYTES, REPORT_TAIL_LINES, WorkerOutput, where
 from apex_core.worker_process import DUMP_SIGNAL, LAST, UNFIT, sendable, worker_main
 
@@ -108,22 +110,25 @@ class WorkerPool:
     """
 
     def __init__(self, plugins: bytes = b"", env: dict[str, str] | None = None,
-                 self_test: bool = False) -> None:
+                 self_test: bool = False, niceness: int = 0, name: str = "apex-bench-worker") -> None:
         # in-memory plugin objects, pickled (Registry.in_memory_blob): each worker adds them
         self._plugins = plugins
         self._env = dict(env or {})
         self._self_test = self_test
+        self._niceness = niceness  # a builder's: it yields the CPU to the measuring worker
+        self._name = name
         self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Any = None
         self._output: WorkerOutput | None = None
+        self._stopped = False  # set by kill(for_good=True)
 
     def _start(self) -> None:
         output = WorkerOutput()
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins,
-                                                              self._env, self._self_test),
-                                    daemon=True, name="apex-bench-worker")
+                                                              self._env, self._self_test, self._niceness),
+                                    daemon=True, name=self._name)
         process.start()
         child.close()
         self._process, self._conn, self._output = process, parent, output
@@ -188,9 +193,14 @@ class WorkerPool:
 
     def ensure_started(self) -> None:
         """Start a worker unless one is alive; raises ``WorkerStartError`` when none starts."""
+        if self._stopped:
+            raise WorkerStartError("the run is stopping: no new worker")
         if self._process is None or not self._process.is_alive():
             self._discard()
             self._start()
+            if self._stopped:  # killed for good while it started (another thread): it goes too
+                self._discard()
+                raise WorkerStartError("the run is stopping: no new worker")
 
     def _exchange(self, message: Any, timeout_s: float, label: str) -> tuple[Any, _Lost | None]:
         """Send one request and wait for its answer; raises RuntimeError when no worker starts."""
@@ -241,8 +251,29 @@ class WorkerPool:
             return ProbeResult(TIMEOUT, lost.with_where(text), lost.output)
         return ProbeResult(ERROR, lost.with_where(f"probe() crashed the worker: {lost.reason}"), lost.output)
 
-    def kill(self) -> None:
-        """Kill the current worker's group from another thread; the thread waiting on it sees it die."""
+    def warm(self, request: WarmRequest, timeout_s: float) -> WarmResult:
+        """Warm one cell's compile caches in this (builder) process; a crash or a hang is a result."""
+        spec = request.spec
+        try:
+            label = f"warming {spec.workload}/{spec.case} {spec.backend}"
+            result, lost = self._exchange(request, timeout_s, label)
+        except RuntimeError as exc:
+            return WarmResult(warming.FAILED, reason=str(exc))
+        if lost is None:
+            return result
+        if lost.status == Status.TIMEOUT:
+            text = f"ran past the {timeout_s:g} s timeout"
+            return WarmResult(warming.TIMEOUT, lost.wall_s, lost.with_where(text))
+        return WarmResult(warming.CRASHED, lost.wall_s, lost.with_where(lost.reason))
+
+    def kill(self, for_good: bool = False) -> None:
+        """Kill the current worker's group from another thread; the thread waiting on it sees it die.
+
+        ``for_good``: no worker starts after it (a thread about to start one gets
+        ``WorkerStartError``), so the run can stop a pool that another thread drives.
+        """
+        if for_good:
+            self._stopped = True
         process = self._process
         if process is not None and process.pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):

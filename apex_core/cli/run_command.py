@@ -218,6 +218,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
     gate = gate_from_run_args(args, json_path)
     scale = resolve_scale(args, device)
+    if scale.build_workers:  # the report's config says how many builders ran
+        plan = attrs.evolve(plan, extra_config={**plan.extra_config, "build_workers": scale.build_workers})
     try:
         env = {**capture_environment(device, measure_device=scale.executor is None), **scale.environment()}
         if gate is not None:
@@ -231,7 +233,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
                                   environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout,
-                                  devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor)
+                                  devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor,
+                                  build_workers=scale.build_workers)
             except KeyboardInterrupt as stop:
                 recorder.write("interrupted")
                 print(f"interrupted: partial report in {json_path}", flush=True)

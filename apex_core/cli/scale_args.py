@@ -1,4 +1,7 @@
-"""The flags that spread a run: --devices, --fresh, --executor, --ray-address (docs/scale.md)."""
+"""The flags that spread a run: --devices, --fresh, --build-workers, --executor, --ray-address.
+
+docs/scale.md says what each does.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import attrs
 from apex_core.caches import CompileCaches, compile_caches
 from apex_core.devices import fake_gpus, host_gpus, parse_devices, select_devices
 from apex_core.errors import UsageError
+from apex_core.prebuild import default_build_workers
 from apex_core.results import DeviceInfo
 
 
@@ -22,6 +26,11 @@ def add_scale_args(parser: argparse.ArgumentParser) -> None:
     scale.add_argument("--fresh", action="store_true",
                        help="ignore the persistent Triton and Inductor compile caches (in $APEX_BENCH_CACHE, "
                             "default ~/.cache/apex-bench): build everything in a new empty folder")
+    scale.add_argument("--build-workers", type=int, metavar="N",
+                       help="builder processes that compile upcoming cells (Triton kernels, torch.compile "
+                            "graphs) into the compile caches while each cell is timed alone on its GPU "
+                            "(default: min(4, cores/2) with --device cuda, 0 on the CPU, --inline or "
+                            "--executor ray)")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="run cells in worker processes here (local, default) or as tasks of a Ray "
                             "cluster (ray; needs the ray extra)")
@@ -37,6 +46,7 @@ class ScaleSetup:
     devices: tuple[DeviceInfo, ...] | None
     caches: CompileCaches
     executor: Any = None
+    build_workers: int = 0  # builder processes warming the caches ahead (apex_core.prebuild)
 
     def environment(self) -> dict[str, Any]:
         """What the report's environment says about it (merged into the captured environment)."""
@@ -72,11 +82,26 @@ def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
     return select_devices(wanted, host_gpus())
 
 
+def resolve_build_workers(args: Any, device: str) -> int:
+    """How many builder processes the run starts: ``--build-workers``, else the device's default."""
+    wanted = getattr(args, "build_workers", None)
+    in_process = args.inline or args.executor == "ray"
+    if wanted is None:
+        return 0 if in_process else default_build_workers(device)
+    if wanted < 0:
+        raise UsageError(f"--build-workers: {wanted} is not a number of processes; give 0 or more")
+    if wanted and in_process:
+        raise UsageError("--build-workers starts builder processes beside the local workers: drop it with "
+                         + ("--inline" if args.inline else "--executor ray"))
+    return int(wanted)
+
+
 def resolve_scale(args: Any, device: str) -> ScaleSetup:
     """Check the scale flags and connect what they name; every problem is a UsageError before any cell."""
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
     devices = resolve_devices(args, device)
+    builders = resolve_build_workers(args, device)
     executor = None
     if args.executor == "ray":
         if args.inline:
@@ -91,4 +116,4 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
         if executor is not None:
             executor.close()
         raise
-    return ScaleSetup(devices, caches, executor)
+    return ScaleSetup(devices, caches, executor, builders)

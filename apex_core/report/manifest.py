@@ -57,9 +57,14 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# Config keys that say how a run was carried out, not what it measured: left out of the hash,
+# so a run with builders replays as the same problem as one without.
+RUN_ONLY_CONFIG = ("build_workers",)
+
+
 def config_sha256(config: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of a report's ``config``."""
-    return sha256_text(canonical_json(dict(config)))
+    """sha256 of the canonical JSON of a report's ``config`` (less ``RUN_ONLY_CONFIG``)."""
+    return sha256_text(canonical_json({k: v for k, v in config.items() if k not in RUN_ONLY_CONFIG}))
 
 
 def artifact_key(workload: str, case: str, dtype: str) -> str:

@@ -93,18 +93,26 @@ def _device_lines(report: Report) -> list[str]:
     return lines
 
 
-def _time_lines(cells: Iterable[CellResult]) -> list[str]:
+def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
     """Build and wait time over the run's cells (each cell's own are in the JSON report)."""
+    cells = list(cells)
     builds = [c.build_time_s for c in cells if c.build_time_s is not None]
     waits = [c.wait_time_s for c in cells if c.wait_time_s is not None]
+    warmed = [c for c in cells if c.warm_time_s is not None]
     if not builds and not waits:
         return []
     parts = []
     if builds:
         parts.append(f"build {sum(builds):.1f} s in all (longest {max(builds):.1f} s)")
+    if warmed:
+        ahead = sum(1 for c in warmed if c.metadata.get("prebuild", {}).get("state") == "warmed")
+        who = f"{builders} builder{'s' if builders != 1 else ''}" if builders else "builders"
+        parts.append(f"{who} warmed {ahead} of {len(warmed)} cells ahead, "
+                     f"{sum(c.warm_time_s or 0.0 for c in warmed):.1f} s of their time")
     if waits:
         parts.append(f"longest wait for a worker {max(waits):.1f} s")
-    return ["", "Cells: " + "; ".join(parts) + " (build_time_s and wait_time_s per cell in the JSON report)."]
+    fields = "build_time_s, warm_time_s and wait_time_s" if warmed else "build_time_s and wait_time_s"
+    return ["", "Cells: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
 
 
 def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
@@ -160,7 +168,7 @@ def render_markdown(report: Report) -> str:
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
                       "so its real-world speed is the host's (host_ms in the JSON report)."]
-    lines += _device_lines(report) + _time_lines(report.cells)
+    lines += _device_lines(report) + _time_lines(report.cells, int(report.config.get("build_workers") or 0))
     broken = report.plugins
     if broken:
         lines += ["", "Plugins that failed to load:", ""]

@@ -211,3 +211,16 @@ class SpawnsHelperCrashBackend(WorkingBackend):
         print(f"test-spawns-helper-crash: started helper {helper.pid}", file=sys.stderr, flush=True)
         ctypes.string_at(0)  # reads address 0: SIGSEGV
         raise AssertionError("unreachable")
+
+
+class WarmHelperBackend(WorkingBackend):
+    """Works when run; its cache-warming hook starts a helper process and then never returns."""
+
+    name = "test-warm-helper"
+    description = "third-party backend whose warm_caches hook starts a helper process and then hangs"
+
+    def warm_caches(self, workload, case, inputs):
+        helper = _start_helper()
+        print(f"test-warm-helper: started helper {helper.pid}", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(1)
