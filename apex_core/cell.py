@@ -106,7 +106,7 @@ def synchronize(device: str) -> None:
 
 def refresh_inputs_(workload: Workload, case: Case, inputs: Inputs, spec: CellSpec, seed: int) -> None:
     """Copy fresh random values into the existing input tensors (addresses stay valid)."""
-    fresh = workload.make_inputs(case, spec.device, _torch_dtype(spec.dtype), seed)
+    fresh = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), seed)
     workload.validate_inputs(case, fresh)
     for name, tensor in inputs.items():
         tensor.copy_(fresh[name])
@@ -123,7 +123,7 @@ def check(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, sp
     outputs = prepared.fn()
     synchronize(spec.device)
     tolerance = workload.tolerance(spec.dtype)
-    wrong = output_problem(outputs, _torch_dtype(spec.dtype)) or changed_inputs(inputs, untouched)
+    wrong = output_problem(outputs, cell_torch_dtype(spec.dtype)) or changed_inputs(inputs, untouched)
     if wrong:
         return Accuracy(False, tolerance.atol, tolerance.rtol, tolerance.max_mismatch_ratio, (), stage, wrong)
     # Copy before the reference runs: a backend may hand back buffers it reuses.
