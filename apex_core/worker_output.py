@@ -56,10 +56,13 @@ class WorkerOutput:
         return "\n".join(_without_watcher(lines)[-max_lines:]).strip()
 
     def close(self) -> None:
+        # a run being stopped may close one worker's output from two threads (the slot whose
+        # worker died, and the main thread tearing the pools down): take the fd first, once
         self.unlink()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _is_watcher(frame: re.Match[str] | None) -> bool:
