@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.devices import pinning_env
+from apex_core.environ import overlaid_environ
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
 from apex_core.interfaces import warms_caches
@@ -204,19 +204,9 @@ def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] |
     return states
 
 
-@contextlib.contextmanager
-def _inline_env(env: Mapping[str, str] | None) -> Iterator[None]:
+def _inline_env(env: Mapping[str, str] | None) -> contextlib.AbstractContextManager[None]:
     """The workers' environment (the compile caches) in this process, for an inline run, then restored."""
-    saved = {name: os.environ.get(name) for name in env or {}}
-    os.environ.update(env or {})
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return overlaid_environ(env or {})
 
 
 def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,

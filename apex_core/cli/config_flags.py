@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.config_file import CONFIG_ENV, DISCOVER_ENV, config_path, discover_folders, read_config
+from apex_core.environ import overlaid_environ
 from apex_core.errors import UsageError, printable
 
 
@@ -49,13 +50,5 @@ def configured_variables(args: Any) -> dict[str, str]:
 def configured_environment(args: Any) -> Iterator[dict[str, str]]:
     """Export ``configured_variables(args)`` for the duration of the run, then put the old values back."""
     variables = configured_variables(args)
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
+    with overlaid_environ(variables):
         yield variables
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
