@@ -6,7 +6,8 @@ subtracted), the empty kernel the floor uses and then the triton tilepack cell a
 fixed profile, both raw. The floor is taken two ways (the shipped short sampling and a
 longer one) and read two ways (p50, and the mean of the middle half of its samples, which
 is not bound to the events' 32 ns steps). Prints each round, and the spread of the cell's
-raw p50 and of cell - floor for each floor estimate.
+raw p50 and of cell - floor for each floor estimate, the shipped ``CudaTimer._floor`` among
+them.
 Dev tool; its numbers go to docs/perf.md with the card.
 """
 
@@ -56,6 +57,8 @@ def main() -> int:
                 samples = timer._measure_raw(empty, sampling, "")[0].samples_ms
                 floors.setdefault(f"{label} p50", []).append(statistics.median(samples) * 1e3)
                 floors.setdefault(f"{label} iqm", []).append(interquartile_mean(samples) * 1e3)
+            # the floor as measure() takes it (the mean of FLOOR_ROUNDS short rounds)
+            floors.setdefault("shipped", []).append(timer._floor(False, "") * 1e3)
             cells.append(statistics.median(timer._measure_raw(cell, options, "")[0].samples_ms) * 1e3)
             print(f"round {index:2d}: cell {cells[-1]:.3f} " + " ".join(
                 f"{name} {values[-1]:.3f}" for name, values in floors.items()), flush=True)
