@@ -23,6 +23,7 @@ exit codes:
      a cell was flagged faster than physics
   2  usage error (unknown name, bad value, unwritable output, missing device)
   3  internal error of apex-bench (one line on stderr names the file with its traceback)
+  130 / 143  interrupted by Ctrl-C / SIGTERM (the report on disk is valid, status interrupted)
 """
 
 

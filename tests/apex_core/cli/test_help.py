@@ -14,3 +14,11 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
     listed = line.removeprefix("subcommands:").split("(")[0].replace(",", " ").split()
     assert listed == list(SUBCOMMANDS)
     assert {"history", "leaderboard", "report", "doctor"} <= set(listed)
+
+
+def test_help_lists_the_interrupt_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    codes = text.split("exit codes:")[1].split("subcommands:")[0]
+    assert "130 / 143" in codes and "SIGTERM" in codes
