@@ -7,19 +7,13 @@ import json
 
 import pytest
 
-from apex_core.report.writer import validate_report
+from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 FAST = ["--warmup", "1", "--iters", "3", "--min-time", "0", "--max-time", "0.05"]
-
-
-def load(path):
-    record = json.loads(path.read_text())
-    validate_report(record)
-    return record
 
 
 @pytest.mark.slow

@@ -9,17 +9,11 @@ import time
 
 import pytest
 
-from apex_core.report.writer import validate_report
+from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
 
 FAST = ["--min-time", "0.02", "--max-time", "0.2", "--warmup", "2"]
 pytestmark = pytest.mark.slow
-
-
-def load(path):
-    record = json.loads(path.read_text())
-    validate_report(record)
-    return record
 
 
 def statuses(record):

@@ -6,12 +6,12 @@ and exit code 2 before any cell; TensorRT is not installed here, so a serialized
 with its probe's reason.
 """
 
-import json
 
 import pytest
 
 from apex_core.cli.main import main
-from apex_core.report.writer import validate_report
+from tests.apex_core.cli.cli_helpers import one_line_error
+from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
 from tests.engine.foreign_model import build_model
 
@@ -31,19 +31,6 @@ def models(tmp_path_factory):
 
 def outputs(tmp_path, name="r"):
     return ["--output-json", str(tmp_path / f"{name}.json"), "--output-md", str(tmp_path / f"{name}.md")]
-
-
-def load(path):
-    record = json.loads(path.read_text())
-    validate_report(record)
-    return record
-
-
-def one_line_error(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("apex-bench") and "Traceback" not in err[0]
-    return err[0]
 
 
 def test_the_console_runs_the_model_ok_and_unchecked(tmp_path, models):

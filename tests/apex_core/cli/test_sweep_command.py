@@ -5,7 +5,8 @@ import json
 import pytest
 
 from apex_core.cli.main import main
-from apex_core.report.writer import validate_report
+from tests.apex_core.cli.cli_helpers import one_line_error
+from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
 from tests.engine.test_sweep import export_image_model, export_reshape_model
 
@@ -24,19 +25,6 @@ def model(tmp_path_factory):
 def sweep(tmp_path, engine, *extra, name="r"):
     return main(["sweep", "--engine", str(engine), *extra, *FAST, "--output-json",
                  str(tmp_path / f"{name}.json"), "--output-md", str(tmp_path / f"{name}.md")])
-
-
-def load(path):
-    record = json.loads(path.read_text())
-    validate_report(record)
-    return record
-
-
-def one_line_error(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("apex-bench") and "Traceback" not in err[0]
-    return err[0]
 
 
 def test_three_cases_three_ok_cells_that_compare_and_baseline_accept(tmp_path, model, capsys):
