@@ -66,6 +66,15 @@ def start_cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Pop
                             text=True, start_new_session=True)
 
 
+def signal_run(process: subprocess.Popen[str], sig: int) -> None:
+    """Signal a run started by ``start_cli`` as a user would: Ctrl-C reaches the terminal's whole
+    foreground group, SIGTERM (or SIGKILL) only apex-bench itself."""
+    if sig == signal.SIGINT:
+        os.killpg(process.pid, sig)
+    else:
+        process.send_signal(sig)
+
+
 def wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():

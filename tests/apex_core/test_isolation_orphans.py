@@ -14,6 +14,7 @@ from tests.apex_core.isolation_helpers import (
     kill_leftovers,
     load,
     processes_with,
+    signal_run,
     start_cli,
     wait_for,
     wait_until_gone,
@@ -41,10 +42,7 @@ def test_a_signal_to_the_run_during_a_hanging_cell_leaves_no_process(tmp_path, p
                  "the first cell")
         # the hanging cell has started its helper (beside the worker and the resource tracker)
         wait_for(lambda: "sleep 1000" in commands_with(marker), 60, "the helper's start")
-        if sig == signal.SIGINT:
-            os.killpg(process.pid, sig)  # Ctrl-C reaches the terminal's whole foreground group
-        else:
-            process.send_signal(sig)
+        signal_run(process, sig)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == code, stderr
         assert "Traceback" not in stderr

@@ -26,6 +26,7 @@ from tests.apex_core.fakes import Axpy, Eager
 from tests.apex_core.isolation_helpers import (
     commands_with,
     kill_leftovers,
+    signal_run,
     start_cli,
     wait_for,
     wait_until_gone,
@@ -142,10 +143,7 @@ def test_an_interrupted_run_leaves_no_builder_nor_its_helpers(tmp_path, plugin_o
     try:
         # a builder's hook has started its helper and hangs; the worker waits for that builder
         wait_for(lambda: "sleep 1000" in commands_with(marker), 60, "the builder's helper")
-        if sig == signal.SIGINT:
-            os.killpg(process.pid, sig)  # Ctrl-C reaches the terminal's whole foreground group
-        else:
-            process.send_signal(sig)
+        signal_run(process, sig)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == code, stderr  # SIGKILL: the builders see their run gone
         assert "Traceback" not in stderr

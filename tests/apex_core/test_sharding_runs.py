@@ -14,6 +14,7 @@ from tests.apex_core.isolation_helpers import (
     commands_with,
     kill_leftovers,
     load,
+    signal_run,
     start_cli,
     wait_for,
     wait_until_gone,
@@ -129,10 +130,7 @@ def test_a_signal_during_a_sharded_run_stops_every_worker_and_keeps_the_report(t
         wait_for(lambda: out.exists() and len(load(out)["benchmarks"]) >= 1, 120, "the first cell")
         # both hanging cells have started their helpers, one per worker
         wait_for(lambda: commands_with(marker).count("sleep 1000") >= 2, 90, "both helpers' start")
-        if sig == signal.SIGINT:
-            os.killpg(process.pid, sig)
-        else:
-            process.send_signal(sig)
+        signal_run(process, sig)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == code, stderr
         assert "Traceback" not in stderr

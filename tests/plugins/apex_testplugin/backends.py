@@ -177,10 +177,13 @@ class ProbeHangsBackend(WorkingBackend):
             time.sleep(1)
 
 
-def _start_helper():
-    """A helper process, as a backend that drives a server or a compiler daemon would start."""
-    return subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+def _start_helper(backend):
+    """A helper process, as a backend that drives a server or a compiler daemon would start;
+    its pid goes to stderr, where the worker's output keeps it."""
+    helper = subprocess.Popen(["sleep", "1000"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    print(f"{backend}: started helper {helper.pid}", file=sys.stderr, flush=True)
+    return helper
 
 
 class SpawnsHelperBackend(WorkingBackend):
@@ -190,8 +193,7 @@ class SpawnsHelperBackend(WorkingBackend):
     description = "third-party backend that starts a helper process and then hangs"
 
     def prepare(self, workload, case, inputs):
-        helper = _start_helper()
-        print(f"test-spawns-helper: started helper {helper.pid}", file=sys.stderr, flush=True)
+        _start_helper(self.name)
 
         def run():
             while True:
@@ -207,8 +209,7 @@ class SpawnsHelperCrashBackend(WorkingBackend):
     description = "third-party backend that starts a helper process and then segfaults"
 
     def prepare(self, workload, case, inputs):
-        helper = _start_helper()
-        print(f"test-spawns-helper-crash: started helper {helper.pid}", file=sys.stderr, flush=True)
+        _start_helper(self.name)
         ctypes.string_at(0)  # reads address 0: SIGSEGV
         raise AssertionError("unreachable")
 
@@ -220,7 +221,6 @@ class WarmHelperBackend(WorkingBackend):
     description = "third-party backend whose warm_caches hook starts a helper process and then hangs"
 
     def warm_caches(self, workload, case, inputs):
-        helper = _start_helper()
-        print(f"test-warm-helper: started helper {helper.pid}", file=sys.stderr, flush=True)
+        _start_helper(self.name)
         while True:
             time.sleep(1)
