@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 
+# The whole suite runs Triton in its interpreter (there is no GPU in CI). triton.jit reads
+# TRITON_INTERPRET when a kernel is decorated, so it is set here, before any test module
+# imports triton, and it is the same for every test whatever the order the tests run in: a
+# test that needs it off passes its own environment to the process it starts.
+os.environ["TRITON_INTERPRET"] = "1"
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCE = ROOT / "tests" / "plugins"
 

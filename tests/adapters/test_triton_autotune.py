@@ -6,14 +6,10 @@ config at each size: the choice per shape must come from the autotuner's cache, 
 from ``best_config`` (which only holds the last launch's choice).
 """
 
-import os
+from typing import Any
 
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
-
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402

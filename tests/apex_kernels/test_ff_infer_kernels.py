@@ -1,22 +1,17 @@
 """The ff-infer Triton fast path against the workload's reference, in the interpreter."""
 
-import os
+from typing import Any
 
-# The interpreter must be chosen before triton is imported anywhere in this process.
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import apex_core  # noqa: E402
-from adapters.triton_autotune import autotune_entries, cached_keys  # noqa: E402
-from adapters.triton_ops import OPS  # noqa: E402
-from apex_core.results import Case, Status  # noqa: E402
-from apex_core.workloads.ff_infer import FFInfer, select_tiles  # noqa: E402
-from apex_kernels import ff_infer as kernels  # noqa: E402
-from tests.apex_kernels.repeated_calls import check_repeated_calls  # noqa: E402
+import apex_core
+from adapters.triton_autotune import autotune_entries, cached_keys
+from adapters.triton_ops import OPS
+from apex_core.results import Case, Status
+from apex_core.workloads.ff_infer import FFInfer, select_tiles
+from apex_kernels import ff_infer as kernels
+from tests.apex_kernels.repeated_calls import check_repeated_calls
 
 WORKLOAD = FFInfer()
 OP = OPS["ff-infer"]

@@ -1,25 +1,20 @@
 """The fusiongate and tilessm-scan Triton kernels against their references, in the interpreter."""
 
-import os
+from typing import Any
 
-# The interpreter must be chosen before triton is imported anywhere in this process.
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
 
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import apex_core  # noqa: E402
-from adapters.triton_autotune import autotune_entries, cached_keys  # noqa: E402
-from adapters.triton_ops import OPS  # noqa: E402
-from apex_core.interfaces import Workload  # noqa: E402
-from apex_core.results import Status  # noqa: E402
-from apex_core.workloads.fusiongate import FusionGate  # noqa: E402
-from apex_core.workloads.tilessm_scan import TileSSMScan  # noqa: E402
-from apex_kernels import fusiongate as gate_kernels  # noqa: E402
-from apex_kernels.tilessm_scan import chunked, segmented  # noqa: E402
-from tests.apex_kernels.repeated_calls import check_repeated_calls  # noqa: E402
+import apex_core
+from adapters.triton_autotune import autotune_entries, cached_keys
+from adapters.triton_ops import OPS
+from apex_core.interfaces import Workload
+from apex_core.results import Status
+from apex_core.workloads.fusiongate import FusionGate
+from apex_core.workloads.tilessm_scan import TileSSMScan
+from apex_kernels import fusiongate as gate_kernels
+from apex_kernels.tilessm_scan import chunked, segmented
+from tests.apex_kernels.repeated_calls import check_repeated_calls
 
 CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
 

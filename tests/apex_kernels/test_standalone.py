@@ -6,26 +6,22 @@ adapters; the last test runs the others in a child process where importing eithe
 """
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
-# The interpreter must be chosen before triton is imported anywhere in this process.
-os.environ["TRITON_INTERPRET"] = "1"
-
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402, N812 - the usual torch alias
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 
 pytest.importorskip("triton")
 
-from apex_kernels.ff_infer import ff_infer, level_weight_shapes  # noqa: E402
-from apex_kernels.fusiongate import fusiongate  # noqa: E402
-from apex_kernels.tile_stage1 import tile_stage1  # noqa: E402
-from apex_kernels.tilepack import tilepack  # noqa: E402
-from apex_kernels.tilessm_scan import tilessm_scan  # noqa: E402
-from apex_kernels.tileunpack import tileunpack  # noqa: E402
+from apex_kernels.ff_infer import ff_infer, level_weight_shapes
+from apex_kernels.fusiongate import fusiongate
+from apex_kernels.tile_stage1 import tile_stage1
+from apex_kernels.tilepack import tilepack
+from apex_kernels.tilessm_scan import tilessm_scan
+from apex_kernels.tileunpack import tileunpack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -224,7 +220,6 @@ standalone.test_ff_infer()
 assert not [m for m in sys.modules if m.split(".")[0] in ("apex_core", "adapters")]
 print("standalone ok")
 """
-
 
 def test_every_kernel_runs_where_the_harness_cannot_be_imported() -> None:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}

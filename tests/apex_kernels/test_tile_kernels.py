@@ -1,28 +1,21 @@
 """The tile kernels (tilepack, tileunpack, tile-stage1) in the Triton interpreter, against the references."""
 
-import os
-
-# Must precede any triton import: triton.jit reads it when a kernel is decorated, and
-# apex_kernels._utils.autotune_configs keeps one config per kernel under it.
-os.environ["TRITON_INTERPRET"] = "1"
-
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 pytest.importorskip("triton")
 
-import apex_core  # noqa: E402
-from adapters.triton_ops import OPS  # noqa: E402
-from apex_core.interfaces import Workload  # noqa: E402
-from apex_core.results import Status  # noqa: E402
-from apex_core.timing import TimingOptions  # noqa: E402
-from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
-from apex_core.workloads.tilepack import TilePack  # noqa: E402
-from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
-from apex_kernels import tile_stage1, tilepack  # noqa: E402
-from apex_kernels.tileunpack import aligned, walk, winner_map  # noqa: E402
-from tests.apex_kernels.repeated_calls import Mutate, check_repeated_calls  # noqa: E402
+import apex_core
+from adapters.triton_ops import OPS
+from apex_core.interfaces import Workload
+from apex_core.results import Status
+from apex_core.timing import TimingOptions
+from apex_core.workloads.tile_stage1 import TileStage1
+from apex_core.workloads.tilepack import TilePack
+from apex_core.workloads.tileunpack import TileUnpack
+from apex_kernels import tile_stage1, tilepack
+from apex_kernels.tileunpack import aligned, walk, winner_map
+from tests.apex_kernels.repeated_calls import Mutate, check_repeated_calls
 
 TILE_WORKLOADS = ("tilepack", "tileunpack", "tile-stage1")
 
