@@ -33,7 +33,8 @@ HOLD_TIMEOUT_MAX_S = 5.0
 # How the floor (one empty kernel, timed the cell's way) is sampled. Within one measurement
 # its p50 settles in a few dozen samples, but its level moves between measurements by ~10 %
 # on an H100 while a cell's raw p50 holds within 0.5 % (docs/perf.md, 2026-11-27), so the
-# floor is the mean of the p50s of several short rounds, not one long one.
+# floor is the mean of the p50s of several short rounds, not one long one
+# (TimingOptions.floor_sampling "rounds"; "interleaved" samples it between the cell's batches).
 FLOOR_ROUNDS = 8
 FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 5, 30, 0.005, 0.04
 
@@ -126,7 +127,11 @@ class CudaTimer:
                 notes.append(f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly")
         torch.cuda.synchronize()
         self.timed_call = call  # what was timed (the graph's replay under --graph), for the energy window
-        timing, why_unheld = self._measure_raw(call, self.options, self.unheld_reason)
+        interleave = (self.options.subtract_floor and self.options.floor_sampling == "interleaved"
+                      and self.options.timer != "kernel")
+        floor_call = self._floor_call(graph) if interleave else None
+        timing, why_unheld, floor_samples = self._measure_raw(call, self.options, self.unheld_reason,
+                                                              floor_call)
         if why_unheld:
             notes.append(why_unheld)
         if self.options.timer == "kernel":
@@ -136,39 +141,54 @@ class CudaTimer:
             base = "cuda_graph" if graph else "cuda_event"
             method = base if why_unheld else f"{base}_held"
         if self.options.subtract_floor:
-            timing = subtract_floor(timing, self._floor(graph, why_unheld))
+            floor = statistics.median(floor_samples) if floor_samples else self._floor(graph, why_unheld)
+            timing = subtract_floor(timing, floor)
         return attrs.evolve(timing, method=method, note="; ".join(notes))
 
-    def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str
-                     ) -> tuple[Timing, str]:
-        """Samples of ``call`` as the timer sees them; and why they were not held ("" if held)."""
+    def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str,
+                     floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:
+        """Samples of ``call`` as the timer sees them; why they were not held ("" if held); and
+        the samples of ``floor_call`` queued between the call's batches (none without one)."""
         torch = self.torch
         with torch.cuda.stream(self.stream):
             if options.timer == "kernel":
                 from apex_core.kernel_timer import KernelTimer
 
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
-                return KernelTimer(options, flush).measure(call), ""
+                return KernelTimer(options, flush).measure(call), "", []
             warm_host_s = warm_up(call, options)
-            return self._sample(call, options, hold_timeout_s(warm_host_s), why_unheld)
+            if floor_call is not None:
+                for _ in range(FLOOR_WARMUP):
+                    floor_call()
+            return self._sample(call, options, hold_timeout_s(warm_host_s), why_unheld, floor_call)
+
+    def _floor_call(self, graph: bool) -> Callable[[], Any]:
+        """One empty kernel, launched as the cell is (a graph replay under ``--graph``)."""
+        empty = empty_kernel()
+        return self._capture(empty) if graph else empty
 
     def _floor(self, graph: bool, why_unheld: str) -> float:
         """The same method (graph, hold) around one empty kernel: the timer's own cost, as the mean
         of ``FLOOR_ROUNDS`` short measurements' p50s."""
-        empty = empty_kernel()
-        call = self._capture(empty) if graph else empty
+        call = self._floor_call(graph)
         # the floor samples an empty kernel, not the cell: --fixed-iters does not apply to it
         options = attrs.evolve(self.options, warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
                                min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S, fixed_iters=None)
         rounds = [self._measure_raw(call, options, why_unheld)[0].stats.p50 for _ in range(FLOOR_ROUNDS)]
         return sum(rounds) / len(rounds)
 
-    def _sample(self, call: Callable[[], Any], options: TimingOptions, timeout_s: float, why_unheld: str
-                ) -> tuple[Timing, str]:
-        """Samples until the stop rule says enough; returns them and why they were not held."""
+    def _sample(self, call: Callable[[], Any], options: TimingOptions, timeout_s: float, why_unheld: str,
+                floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:
+        """Samples until the stop rule says enough; returns them, why they were not held, and the
+        floor's samples: with ``floor_call``, a batch of it the same way after each batch of the call.
+
+        The floor's batches count in the elapsed time the stop rule sees, so interleaving changes
+        how many samples the cell gets within its time bounds, never how long it is sampled.
+        """
         torch = self.torch
         rule = StopRule(options)
         samples: list[float] = []
+        floor_samples: list[float] = []
         host_ms: list[float] = []
         watchdog = Watchdog(self.hold.release) if self.hold is not None else None
         start = time.perf_counter()
@@ -185,8 +205,14 @@ class CudaTimer:
                                   "behind the hold (it synchronizes with the host, or queues more launches "
                                   "than the stream takes); timed without the hold, so host launch gaps count")
                     samples.clear()
+                    floor_samples.clear()  # taken held; the cell's samples from now on are not
                     host_ms.clear()
                     continue
+                if floor_call is not None:
+                    floor_batch = self._queue_batch(floor_call, watchdog if held else None, timeout_s, [],
+                                                    count)
+                    floor_batch[-1][1].synchronize()
+                    floor_samples += [begin.elapsed_time(end) for begin, end in floor_batch]
                 for begin, end in batch:
                     samples.append(begin.elapsed_time(end))
                     stop = rule.reason(samples, time.perf_counter() - start)
@@ -194,7 +220,7 @@ class CudaTimer:
                         timing = Timing("cuda_event", options.cache, tuple(samples),
                                         summarize(samples), stop,
                                         host_ms=statistics.median(host_ms) if host_ms else None)
-                        return timing, why_unheld
+                        return timing, why_unheld, floor_samples
         finally:
             if watchdog is not None:
                 watchdog.close()

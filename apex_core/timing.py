@@ -24,6 +24,10 @@ _CHECK_STEP = 10
 
 
 TIMERS = ("event", "kernel")
+# how a CUDA floor is sampled (cuda_timer.py, docs/timing.md): "rounds", eight short
+# measurements of an empty kernel after the cell; "interleaved", a batch of empty kernels
+# after each of the cell's own batches, so the floor spans the cell's sampling time
+FLOOR_SAMPLING = ("rounds", "interleaved")
 FIXED_MODE = "fixed_iters"  # TimingOptions.mode and the stop reason of a --fixed-iters sample
 
 
@@ -45,6 +49,7 @@ class TimingOptions:
     hold: bool = True
     # CUDA samples net of the same method's time for one empty kernel (docs/timing.md)
     subtract_floor: bool = True
+    floor_sampling: str = attrs.field(default="rounds", validator=attrs.validators.in_(FLOOR_SAMPLING))
     # CUDA cells: a window of back-to-back calls after the timing for NVML's energy counter
     energy: bool = True
     # --fixed-iters N: exactly N warm-up calls and N timed samples, no stop rule (docs/timing.md)

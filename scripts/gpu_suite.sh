@@ -21,8 +21,10 @@
 #   bash scripts/gpu_suite.sh gate OUT  spin kernels of ~10 and ~100 us: 3 baseline runs, then 20 A/A and 20 slowed by 10 %
 #   bash scripts/gpu_suite.sh gate-more OUT  A/A runs 18-20 and slowed runs 17-20 (gate cut off at the 10-minute limit)
 #   bash scripts/gpu_suite.sh baseline OUT  three fresh triton runs at the fixed profile, for the GPU baseline
+#   bash scripts/gpu_suite.sh floor-sampling OUT  triton, fixed profile: three fresh runs with the floor in rounds,
+#     three with it interleaved (alternating), the spread of each triple, each run against the committed baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|floor-sampling OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -99,6 +101,22 @@ case $part in
   baseline)
     # the GPU baseline of perf_gpu.yml: three fresh processes (baselines/README in docs/baselines.md)
     for i in 1 2 3; do step "fixed-triton-$i" 200 --backends triton; done ;;
+  floor-sampling)
+    # which floor holds the two-process bar on 2.5-3 us cells (docs/timing.md, "The floor")
+    for i in 1 2 3; do
+      step "rounds-$i" 200 --backends triton --floor-sampling rounds
+      step "interleaved-$i" 120 --backends triton --floor-sampling interleaved
+    done
+    for mode in rounds interleaved; do
+      python3 scripts/dev/spread.py "$work/$mode"-{1,2,3}.json | grep -v "^|   run" | tee "$work/spread-$mode.md"
+    done
+    baseline=$(bash scripts/gpu_baseline_path.sh)
+    if [ -f "$baseline" ]; then
+      for run in "$work"/rounds-*.json "$work"/interleaved-*.json; do
+        echo "$(basename "$run"): $(apex-bench compare --baseline "$baseline" --current "$run" --quiet 2>&1 | tail -1)"
+      done | tee "$work/gate.txt"
+    fi
+    tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   spread)
     # does the graph floor depend on the kind of launch; then process-to-process spread and picks
     timeout 150 python3 scripts/dev/graph_floor.py | tee "$work/graph-floor.md"

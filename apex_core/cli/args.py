@@ -15,6 +15,7 @@ from apex_core.correctness import DTYPES
 from apex_core.errors import printable
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
+from apex_core.timing import FLOOR_SAMPLING
 
 _EXIT_CODES = """\
 exit codes:
@@ -180,6 +181,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
     tim.add_argument("--raw-times", dest="subtract_floor", action="store_false",
                      help="keep the timer's own cost in CUDA samples (by default each sample is net of the "
                           "same method's time for one empty kernel, which the report records)")
+    tim.add_argument("--floor-sampling", choices=FLOOR_SAMPLING, default="rounds",
+                     help="how that empty kernel is sampled: eight short rounds after the cell (rounds, "
+                          "default), or a batch after each of the cell's batches, across its sampling time "
+                          "(interleaved)")
     tim.add_argument("--no-energy", dest="energy", action="store_false",
                      help="skip the 0.5 s window of back-to-back calls that measures each CUDA cell's J/call")
     return tim

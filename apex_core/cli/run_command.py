@@ -69,7 +69,8 @@ def timing_options(args: Any, device: str) -> TimingOptions:
         return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
                              max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
                              graph=args.graph, timer=args.timer, hold=args.hold,
-                             subtract_floor=args.subtract_floor, energy=args.energy,
+                             subtract_floor=args.subtract_floor,
+                             floor_sampling=args.floor_sampling, energy=args.energy,
                              fixed_iters=getattr(args, "fixed_iters", None))
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -6,6 +6,7 @@ a "synchronizing" call blocks until its sample is released, as a real one would.
 """
 
 import contextlib
+import statistics
 import threading
 import time
 import types
@@ -183,3 +184,66 @@ def test_tuning_bench_answers_like_triton_do_bench(monkeypatch):
     assert tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == pytest.approx([0.003, 0.0018, 0.0042])
     assert tuning_bench(lambda: None) == pytest.approx(0.003)
     assert tuning_bench(lambda: None, return_mode="min") == pytest.approx(0.001)
+
+
+def test_an_interleaved_floor_is_sampled_between_the_cells_batches(monkeypatch):
+    clock, hold = FakeClock(), FakeHold()
+    options = attrs.evolve(OPTIONS, subtract_floor=True, floor_sampling="interleaved")
+    timer = make_timer(clock, hold, options)
+    order = []
+    # the empty kernel's level moves with time (3 ns in the warm-up and the first batch, 4 ns
+    # after it): the floor must span the cell's sampling, not one moment of it
+    floors_taken = []
+
+    def empty_kernel():
+        def launch():
+            order.append("floor")
+            level = 0.003 if len(floors_taken) < cuda_timer.FLOOR_WARMUP + 10 else 0.004
+            floors_taken.append(level)
+            clock.now_ms += level
+        return launch
+
+    def cell():
+        order.append("cell")
+        clock.now_ms += 0.010
+
+    def no_rounds(*_args):
+        raise AssertionError("an interleaved floor takes no rounds of its own")
+
+    monkeypatch.setattr(cuda_timer, "empty_kernel", empty_kernel)
+    monkeypatch.setattr(CudaTimer, "_floor", no_rounds)
+    timing = timer.measure(cell)
+    # warm-up of each, then a batch of ten cell samples followed by ten floor samples, again and again
+    warm = options.warmup + cuda_timer.FLOOR_WARMUP
+    runs = [order[warm + i * 10: warm + (i + 1) * 10] for i in range((len(order) - warm) // 10)]
+    assert runs and all(run == [run[0]] * 10 for run in runs)
+    assert [run[0] for run in runs] == ["cell", "floor"] * (len(runs) // 2)
+    assert timing.stats.n == 10 * (len(runs) // 2) >= OPTIONS.min_iters
+    sampled = floors_taken[cuda_timer.FLOOR_WARMUP:]
+    assert sampled.count(0.003) == 10 and sampled.count(0.004) >= 10
+    assert timing.floor_ms == pytest.approx(statistics.median(sampled)) and timing.floor_ms > 0.003
+    assert timing.stats.p50 == pytest.approx(0.010 - timing.floor_ms)
+    assert hold.released_numbers == list(range(1, hold.next + 1))  # the floor's samples are held too
+
+
+def test_the_kernel_timer_keeps_the_floor_in_rounds(monkeypatch):
+    clock = FakeClock()
+    options = attrs.evolve(OPTIONS, subtract_floor=True, floor_sampling="interleaved", timer="kernel")
+    timer = make_timer(clock, None, options)
+    calls = []
+
+    def measure_raw(call, options, why_unheld, floor_call=None):
+        calls.append(floor_call)
+        samples = (0.010,) * 20
+        return Timing("x", "cold", samples, summarize(samples), "noise"), "", []
+
+    monkeypatch.setattr(timer, "_measure_raw", measure_raw)
+    monkeypatch.setattr(CudaTimer, "_floor", lambda self, graph, why: 0.004)
+    timing = timer.measure(lambda: None)
+    assert calls == [None] and timing.method == "kernel_profiler"
+    assert timing.floor_ms == 0.004 and timing.stats.p50 == pytest.approx(0.006)
+
+
+def test_an_unknown_floor_sampling_is_refused():
+    with pytest.raises(ValueError, match="floor_sampling"):
+        TimingOptions(floor_sampling="once")
