@@ -111,3 +111,14 @@ def test_cli_rejects_a_count_below_one(tmp_path):
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last == "apex-bench: error: argument --fixed-iters: must be >= 1, got 0"
+
+
+def test_the_floor_sampling_flag_reaches_the_timing_options_and_the_report_config():
+    from apex_core.cli.args import build_run_parser
+    from apex_core.cli.run_command import timing_options
+
+    parser = build_run_parser()
+    assert timing_options(parser.parse_args([]), "cpu").floor_sampling == "rounds"
+    chosen = timing_options(parser.parse_args(["--floor-sampling", "interleaved"]), "cpu")
+    assert chosen.floor_sampling == "interleaved"
+    assert attrs.asdict(chosen)["floor_sampling"] == "interleaved"  # the config block is asdict of these
