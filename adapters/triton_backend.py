@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
+from apex_core.backend_options import BackendOption
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case, Support
@@ -47,6 +50,28 @@ class TritonBackend(Backend):
 
     name = "triton"
     description = "apex_kernels Triton kernels (CUDA, or the interpreter with TRITON_INTERPRET=1)"
+    option_specs = (
+        BackendOption("retune", "bool", "tune every kernel and shape here instead of starting from the "
+                                        "configurations shipped for this GPU model (alias --retune)"),
+    )
+
+    def __init__(self) -> None:
+        self.retune = False
+
+    def configure(self, options: Mapping[str, Any]) -> None:
+        self.retune = bool(options.get("retune", False))
+
+    def _seed_picks(self, inputs: Inputs) -> tuple[Any, dict[int, str], dict[str, Any]]:
+        """Seed the autotuners from this GPU model's picks (unless retuning); what the cell records."""
+        from adapters.triton_picks import RETUNE, shipped_picks
+        from apex_kernels.tuned import autotuners
+
+        if self.retune:
+            return None, {id(t): name for name, t in autotuners().items()}, dict(RETUNE)
+        import torch
+
+        device = next((t.device for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_cuda), None)
+        return shipped_picks(torch.cuda.get_device_name(device)).seed()
 
     def probe(self, device: str) -> Availability:
         _triton, reason = try_import("triton", "pip install triton; Linux only")
@@ -74,17 +99,23 @@ class TritonBackend(Backend):
 
         launcher = OPS[workload.name].bind(workload, case, inputs)
         # after binding: the kernel modules are imported, and no launch has run yet
-        tuning = None if interpreting() else tune_with_held_timer()
-        before = cached_keys(launcher.launches)
+        if interpreting():
+            cached = cached_keys(launcher.launches)
+
+            def interpreted() -> dict:
+                return {"triton_autotune": autotune_entries(launcher.launches, cached)}
+
+            return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
+                            "triton_interpreter", report_metadata=interpreted)
+        tuning = tune_with_held_timer()
+        seeding, names, picks = self._seed_picks(inputs)
+        before = cached_keys(launcher.launches)  # seeded keys count as cached: this cell did not tune them
 
         def chosen() -> dict:
             # read once after the cell's last call: the autotuners' choices for its launches
-            return {"triton_autotune": autotune_entries(launcher.launches, before)}
+            return {"triton_autotune": autotune_entries(launcher.launches, before, seeding, names)}
 
-        if interpreting():
-            return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
-                            "triton_interpreter", report_metadata=chosen)
-        metadata = {**launcher.metadata, "autotune_timer": tuning}
+        metadata = {**launcher.metadata, "autotune_timer": tuning, "autotune_picks": picks}
         return Prepared(launcher.run, launcher.outputs, metadata, report_metadata=chosen)
 
     def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
@@ -96,6 +127,7 @@ class TritonBackend(Backend):
 
         # binding allocates the outputs (and may fill a buffer); it launches none of the cell's kernels
         launcher = OPS[workload.name].bind(workload, case, inputs)
+        self._seed_picks(inputs)  # a shipped pick is the only configuration its launch will compile
         compiled, failed = compile_launches(launcher.launches)
         if not compiled:
             return f"none of its {failed} Triton configurations compiled ahead" if failed \

@@ -1,10 +1,11 @@
 """Compile a cell's Triton kernels into the cache without launching them (builder processes).
 
 For each bound launch of one call, every configuration its autotuner will try (after the
-autotuner's own pruning) is compiled through Triton's warm-up path (``run(...,
-warmup=True)``, what ``JITFunction.warmup`` calls): the same arguments, grid and
-meta-parameters the launch uses, so the specialisation (dtypes, 16-byte alignment,
-integer values) and hence the cache key are those of the measuring worker's compile.
+autotuner's own pruning; only the shipped pick where its key has one) is compiled
+through Triton's warm-up path (``run(..., warmup=True)``, what ``JITFunction.warmup``
+calls): the same arguments, grid and meta-parameters the launch uses, so the
+specialisation (dtypes, 16-byte alignment, integer values) and hence the cache key are
+those of the measuring worker's compile.
 Nothing is launched and nothing is timed: the autotuner's benchmarks stay in the cell's
 ``prepare``, where they find every configuration already compiled.
 
@@ -31,12 +32,17 @@ def _compile_jobs(launch: Any) -> list[Callable[[], Any]]:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import KernelInterface
 
+    from adapters.triton_autotune import tuning_key
+
     kernel, args, grid, meta = launch.kernel, launch.args, launch.grid, dict(launch.meta)
     if isinstance(kernel, Autotuner):
         if isinstance(kernel.fn, Autotuner):
             return []  # nested autotuners: not a shape apex_kernels uses; prepare builds it
         configs = kernel.configs
-        if len(configs) > 1:  # Autotuner.run prunes only then, with these keyword arguments
+        chosen = kernel.cache.get(tuning_key(kernel, args, meta)) if len(configs) > 1 else None
+        if chosen is not None:  # chosen already (a shipped pick): the launch compiles only that one
+            configs = [chosen]
+        elif len(configs) > 1:  # Autotuner.run prunes only then, with these keyword arguments
             kernel.nargs = dict(zip(kernel.arg_names, args, strict=False))
             try:
                 configs = kernel.prune_configs({"grid": grid, "warmup": False, **meta})

@@ -185,6 +185,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
                      help="how that empty kernel is sampled: eight short rounds after the cell (rounds, "
                           "default), or a batch after each of the cell's batches, across its sampling time "
                           "(interleaved)")
+    tim.add_argument("--retune", action="store_true",
+                     help="autotune every Triton kernel and shape in this run instead of starting from "
+                          "the configurations shipped for this GPU model (alias of --backend-opt "
+                          "triton.retune=true)")
     tim.add_argument("--no-energy", dest="energy", action="store_false",
                      help="skip the 0.5 s window of back-to-back calls that measures each CUDA cell's J/call")
     return tim

@@ -98,8 +98,10 @@ def backend_options_from_args(args: Any, registry: Registry | None = None) -> di
 
 
 def _alias_options(args: Any) -> dict[str, dict[str, Any]]:
-    """The ``--trt-*`` flags, as the options of the TensorRT backends."""
+    """The ``--trt-*`` flags and ``--retune``, as the options of the TensorRT and triton backends."""
     options: dict[str, dict[str, Any]] = {}
+    if getattr(args, "retune", False):
+        options["triton"] = {"retune": True}
     if args.trt_engine_path and args.trt_build:
         raise UsageError("--trt-engine-path and --trt-build exclude each other: give a serialized "
                          "engine or build one from the ONNX export, not both")

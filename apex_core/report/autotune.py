@@ -13,7 +13,7 @@ from typing import Any
 
 from apex_core.results import CellResult
 
-SELECTION_SOURCES = ("triton_best_config", "heuristic", "registry_cache")
+SELECTION_SOURCES = ("triton_best_config", "shipped_picks", "heuristic", "registry_cache")
 
 
 def summarize_autotune(cells: Iterable[CellResult]) -> dict[str, Any]:

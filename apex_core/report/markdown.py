@@ -115,6 +115,25 @@ def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
     return ["", "Cells: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
 
 
+def _autotune_lines(report: Report) -> list[str]:
+    """Where the autotuned kernels' configurations came from: shipped for this GPU model, or tuned here."""
+    entries = (report.triton_autotune or {}).get("entries", [])
+    shipped = sum(1 for e in entries if e.get("selection_source") == "shipped_picks")
+    tuned = sum(1 for e in entries if e.get("selection_source") == "triton_best_config")
+    states = [c.metadata["autotune_picks"] for c in report.cells if c.metadata.get("autotune_picks")]
+    if not states or not shipped + tuned:
+        return []
+    picks = next((s for s in states if s.get("state") == "shipped"), None)
+    if picks is not None:
+        source = (f"{shipped} from the picks shipped for this GPU model (`{picks.get('file')}`, tuned with "
+                  f"Triton {picks.get('triton')}), {tuned} tuned in this run")
+    elif any(s.get("state") == "retune" for s in states):
+        source = f"{tuned} tuned in this run (--retune)"
+    else:
+        source = f"{tuned} tuned in this run ({_escape(str(states[0].get('reason')))})"
+    return ["", f"Triton configurations per kernel and shape: {source}."]
+
+
 def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
     keys: list[tuple[str, str, str]] = []
     for cell in cells:
@@ -169,6 +188,7 @@ def render_markdown(report: Report) -> str:
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
                       "so its real-world speed is the host's (host_ms in the JSON report)."]
     lines += _device_lines(report) + _time_lines(report.cells, int(report.config.get("build_workers") or 0))
+    lines += _autotune_lines(report)
     broken = report.plugins
     if broken:
         lines += ["", "Plugins that failed to load:", ""]

@@ -6,6 +6,7 @@ config at each size: the choice per shape must come from the autotuner's cache, 
 from ``best_config`` (which only holds the last launch's choice).
 """
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 from adapters.triton_autotune import autotune_entries, cached_keys, tuning_key  # noqa: E402
-from apex_kernels._utils import KernelLaunch  # noqa: E402
+from apex_kernels._utils import KernelLaunch, config_dict  # noqa: E402
+from apex_kernels.tuned import Picks, seed_autotuners  # noqa: E402
 
 
 def fake_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
@@ -83,3 +85,67 @@ def test_a_kernel_without_an_autotuner_reports_its_bound_config() -> None:
     assert entry["selection_source"] == "heuristic"
     assert entry["selected_config"] == {"BLOCK": 4, "num_warps": 1}
     assert (entry["launches"], entry["cache_hits"], entry["cache_misses"]) == (1, 0, 0)
+
+
+def _picks_for(kernel_id: str, *entries: tuple[tuple[Any, ...], dict[str, Any]]) -> Picks:
+    return Picks(Path("h100.json"), "NVIDIA H100 80GB HBM3", {}, {kernel_id: list(entries)})
+
+
+def test_a_shipped_pick_is_launched_without_tuning_and_reported_as_shipped(monkeypatch) -> None:
+    _double_kernel.cache.clear()
+    small, large = launch_of(8), launch_of(64)
+    benched = []
+
+    def counting_bench(kernel_call: Any, quantiles: Any = None, **kwargs: Any) -> list[float]:
+        benched.append(fake_bench.n if hasattr(fake_bench, "n") else None)  # type: ignore[attr-defined]
+        return fake_bench(kernel_call, quantiles, **kwargs)
+
+    monkeypatch.setattr(_double_kernel, "_do_bench", counting_bench)
+    monkeypatch.setitem(vars(_double_kernel), "do_bench", counting_bench)  # where Triton caches it once read
+    small_key = tuning_key(_double_kernel, small.args, small.meta)
+    # ship the config the fake benchmark would not pick for N=8 (it favours BLOCK 4): the pick must win
+    picks = _picks_for("tests:_double_kernel", (small_key, config_dict(_double_kernel.configs[1])))
+    seeding = seed_autotuners(picks, {"tests:_double_kernel": _double_kernel})
+    assert _double_kernel.cache[small_key] is _double_kernel.configs[1]  # the autotuner's own Config
+    before = cached_keys([small, large])
+    small()
+    assert benched == [] and torch.equal(small.args[1], 2 * small.args[0])  # launched, never timed
+    large()
+    assert len(benched) == 2  # the shape without a pick is tuned as usual: both configs timed
+    names = {id(_double_kernel): "tests:_double_kernel"}
+    entries = autotune_entries([small, large], before, seeding, names)
+    assert [(e["shape_bucket"], e["selected_config"]["BLOCK"], e["selection_source"]) for e in entries] == [
+        ("N8", 16, "shipped_picks"), ("N64", 16, "triton_best_config")]
+    assert [(e["cache_hits"], e["cache_misses"]) for e in entries] == [(1, 0), (0, 1)]
+    assert entries[0]["kernel_id"] == "tests:_double_kernel" and tuple(entries[0]["tuning_key"]) == small_key
+    assert tuple(entries[1]["tuning_key"]) == tuning_key(_double_kernel, large.args, large.meta)
+
+
+def test_a_pick_of_a_config_the_kernel_no_longer_has_is_tuned_and_a_tuned_key_stays() -> None:
+    _double_kernel.cache.clear()
+    small, large = launch_of(8), launch_of(64)
+    small_key = tuning_key(_double_kernel, small.args, small.meta)
+    large_key = tuning_key(_double_kernel, large.args, large.meta)
+    large()  # tuned here first: BLOCK 16
+    gone = {**config_dict(_double_kernel.configs[1]), "BLOCK": 32}
+    kept = config_dict(_double_kernel.configs[0])
+    picks = _picks_for("tests:_double_kernel", (small_key, gone), (large_key, kept))
+    seeding = seed_autotuners(picks, {"tests:_double_kernel": _double_kernel})
+    assert seeding.stale == {("tests:_double_kernel", small_key)}
+    assert small_key not in _double_kernel.cache and _double_kernel.cache[large_key].kwargs["BLOCK"] == 16
+    small()
+    assert _double_kernel.cache[small_key].kwargs["BLOCK"] == 4  # tuned, as without picks
+    assert not seeding.was_seeded(_double_kernel, small_key)
+    assert not seeding.was_seeded(_double_kernel, large_key)
+
+
+def test_a_builder_compiles_only_the_shipped_pick() -> None:
+    from adapters.triton_warm import _compile_jobs
+
+    _double_kernel.cache.clear()
+    small = launch_of(8)
+    assert len(_compile_jobs(small)) == 2  # no pick: every config the autotuner will try
+    key = tuning_key(_double_kernel, small.args, small.meta)
+    seed_autotuners(_picks_for("k", (key, config_dict(_double_kernel.configs[0]))), {"k": _double_kernel})
+    assert len(_compile_jobs(small)) == 1
+    _double_kernel.cache.clear()

@@ -94,3 +94,32 @@ def test_a_launch_bound_cell_is_marked_and_its_host_cost_and_floor_are_recorded(
     plain = report_record(report)
     assert all(b.get("launch_bound") is None for b in plain["benchmarks"] if b["status"] == "ok")
     assert "†" not in render_markdown(report)
+
+
+def test_the_summary_says_where_the_triton_configurations_came_from(report):
+    import attrs
+
+    from apex_core.report.autotune import summarize_autotune
+    from apex_core.results import Status
+
+    def entry(shape, source):
+        return {"op_name": "pack", "kernel_name": "_k", "shape_bucket": shape, "selected_config": {"B": 4},
+                "selection_source": source, "launches": 1, "cache_hits": 1, "cache_misses": 0,
+                "kernel_id": "apex_kernels.x:_k", "tuning_key": [shape, "torch.float16"]}
+
+    ok = next(c for c in report.cells if c.status == Status.OK)
+    shipped = {"state": "shipped", "file": "apex_kernels/picks/h100-80gb-hbm3.json", "picks": 9, "stale": 0,
+               "triton": "3.6.0"}
+    entries = [entry("N8", "shipped_picks"), entry("N16", "shipped_picks"), entry("N64", "triton_best_config")]
+    cell = attrs.evolve(ok, metadata={**ok.metadata, "autotune_picks": shipped, "triton_autotune": entries})
+    marked = attrs.evolve(report, cells=(cell,), triton_autotune=summarize_autotune([cell]))
+    validate_report(report_record(marked))
+    assert ("Triton configurations per kernel and shape: 2 from the picks shipped for this GPU model "
+            "(`apex_kernels/picks/h100-80gb-hbm3.json`, tuned with Triton 3.6.0), 1 tuned in this run."
+            in render_markdown(marked))
+    none = {"state": "none", "reason": "no picks shipped for NVIDIA H200 (h200.json)"}
+    tuned = [entry("N8", "triton_best_config")]
+    cell = attrs.evolve(ok, metadata={**ok.metadata, "autotune_picks": none, "triton_autotune": tuned})
+    text = render_markdown(attrs.evolve(report, cells=(cell,), triton_autotune=summarize_autotune([cell])))
+    assert "1 tuned in this run (no picks shipped for NVIDIA H200 (h200.json))." in text
+    assert "Triton configurations" not in render_markdown(report)  # no triton cell, no line

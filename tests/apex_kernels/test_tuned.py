@@ -1,0 +1,74 @@
+"""Picks files (apex_kernels/tuned.py): names, reading and writing, and the autotuners they seed."""
+
+import json
+
+import pytest
+
+pytest.importorskip("triton")
+
+from apex_kernels import tuned  # noqa: E402
+from apex_kernels.tuned import PicksError, model_slug, picks_path, read_picks, write_picks  # noqa: E402
+
+
+@pytest.mark.parametrize(("name", "slug"), [
+    ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+    ("NVIDIA H200", "h200"),
+    ("nvidia A100-SXM4-40GB", "a100-sxm4-40gb"),
+    ("Tesla V100-SXM2-16GB", "tesla-v100-sxm2-16gb"),
+])
+def test_the_file_is_named_after_the_gpu_model_as_the_baselines_are(name, slug):
+    assert model_slug(name) == slug
+    assert picks_path(name).name == f"{slug}.json" and picks_path(name).parent == tuned.PICKS_DIR
+
+
+def test_picks_survive_a_round_trip_with_their_key_types(tmp_path):
+    path = tmp_path / "h100.json"
+    pack = "apex_kernels.tilepack:_tilepack_kernel"
+    picks = [(pack, (128, 8, "torch.float16"), {"BLOCK_C": 4, "num_warps": 4}),
+             ("apex_kernels.tileunpack.aligned:_k", (64, 32, True, "torch.bfloat16"), {"BLOCK": 16}),
+             (pack, (64, 8, "torch.float32"), {"BLOCK_C": 8, "num_warps": 2})]
+    write_picks(path, "NVIDIA H100 80GB HBM3", {"triton": "3.6.0", "method": "held"}, picks)
+    read = read_picks(path)
+    assert read.device == "NVIDIA H100 80GB HBM3" and read.provenance == {"triton": "3.6.0", "method": "held"}
+    assert read.count == 3
+    assert read.picks["apex_kernels.tileunpack.aligned:_k"] == [((64, 32, True, "torch.bfloat16"),
+                                                                 {"BLOCK": 16})]
+    assert sorted(read.picks[pack], key=str) == sorted(((key, config) for kernel, key, config in picks
+                                                        if kernel == pack), key=str)
+    before = path.read_text()
+    write_picks(path, "NVIDIA H100 80GB HBM3", {"triton": "3.6.0", "method": "held"}, reversed(picks))
+    assert path.read_text() == before  # a stable order: a refreshed file diffs by what changed
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", "Expecting property name"),
+    ('{"format": "other"}', "not a picks file"),
+    ('{"format": "apex-kernels-picks/1", "device": "x", "picks": [{"kernel": "k", "key": 3, "config": {}}]}',
+     "a pick needs kernel, key"),
+    ('{"format": "apex-kernels-picks/1", "device": "x", "picks": [{"kernel": "k", "config": {}}]}',
+     "a pick needs kernel, key"),
+])
+def test_a_broken_file_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(PicksError, match=message):
+        read_picks(path)
+
+
+def test_every_autotuner_is_found_once_under_the_module_it_is_written_in():
+    import apex_kernels.ff_infer.kernels  # noqa: F401 - imports fusiongate and tilessm_scan as well
+    import apex_kernels.tilepack  # noqa: F401
+
+    found = tuned.autotuners()
+    assert "apex_kernels.tilepack:_tilepack_kernel" in found
+    assert "apex_kernels.fusiongate:_fusiongate_kernel" in found
+    assert all(name.split(":")[0] == tuned._home(tuner) for name, tuner in found.items())
+    assert len({id(t) for t in found.values()}) == len(found)
+
+
+def test_every_shipped_file_reads_and_names_its_own_model():
+    assert tuned.PICKS_DIR.is_dir() and (tuned.PICKS_DIR / "README.md").is_file()
+    for path in sorted(tuned.PICKS_DIR.glob("*.json")):
+        picks = read_picks(path)
+        assert path.name == f"{model_slug(picks.device)}.json"
+        assert picks.count > 0 and json.loads(path.read_text())["triton"]
