@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,14 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Install tests/plugins with pip into a private folder (not the user's environment)."""
     target = tmp_path_factory.mktemp("plugin-site")
     build = tmp_path_factory.mktemp("plugin-build")
+    # setuptools builds in the source tree (build/, *.egg-info): each test process (xdist
+    # runs several, each with its own session) builds from a copy of its own, or two
+    # builds race on the same files
+    source = build / "source"
+    shutil.copytree(PLUGIN_SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-         "--no-build-isolation", "--no-compile", "--target", str(target), str(PLUGIN_SOURCE)],
+         "--no-build-isolation", "--no-compile", "--target", str(target), str(source)],
         check=True,
         env={**os.environ, "PIP_NO_INPUT": "1", "TMPDIR": str(build)},
     )
