@@ -21,10 +21,12 @@
 #   bash scripts/gpu_suite.sh gate OUT  spin kernels of ~10 and ~100 us: 3 baseline runs, then 20 A/A and 20 slowed by 10 %
 #   bash scripts/gpu_suite.sh gate-more OUT  A/A runs 18-20 and slowed runs 17-20 (gate cut off at the 10-minute limit)
 #   bash scripts/gpu_suite.sh baseline OUT  three fresh triton runs at the fixed profile, for the GPU baseline
+#   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: three fresh --retune runs, the picks file written
+#     from them (apex_kernels/picks/<model>.json, copied to OUT), then two fresh runs that use it
 #   bash scripts/gpu_suite.sh floor-sampling OUT  triton, fixed profile: three fresh runs with the floor in rounds,
 #     three with it interleaved (alternating), the spread of each triple, each run against the committed baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|floor-sampling OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|picks|floor-sampling OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -101,6 +103,18 @@ case $part in
   baseline)
     # the GPU baseline of perf_gpu.yml: three fresh processes (baselines/README in docs/baselines.md)
     for i in 1 2 3; do step "fixed-triton-$i" 200 --backends triton; done ;;
+  picks)
+    # the shipped autotuning picks of this GPU model (docs/kernels.md, "Shipped configurations")
+    for i in 1 2 3; do step "retune-$i" 300 --backends triton --retune; done
+    python3 scripts/emit_triton_picks.py "$work"/retune-{1,2,3}.json 2>&1 | tee "$work/emit.txt"
+    picks=$(python3 -c "import torch; from apex_kernels.tuned import picks_path; \
+print(picks_path(torch.cuda.get_device_name()))")
+    cp "$picks" "$OUT_DIR/" && cp "$picks" "$work/"
+    for i in 1 2; do step "shipped-$i" 200 --backends triton; done
+    python3 scripts/dev/spread.py "$work"/retune-{1,2,3}.json | grep -v "^|   run" | tee "$work/spread-retune.md"
+    python3 scripts/dev/spread.py "$work"/shipped-{1,2}.json "$work/retune-1.json" | tee "$work/spread-shipped.md"
+    grep -h "wall" "$work/steps.txt"
+    tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   floor-sampling)
     # which floor holds the two-process bar on 2.5-3 us cells (docs/timing.md, "The floor")
     for i in 1 2 3; do

@@ -177,7 +177,11 @@ def render_markdown(report: Report) -> str:
     methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"
                       for c in report.cells if c.timing is not None})
     if methods:
-        lines += ["", "Timing: " + "; ".join(methods) + "."]
+        floors = any(c.timing is not None and c.timing.floor_ms is not None for c in report.cells)
+        interleaved = (report.config.get("timing") or {}).get("floor_sampling") == "interleaved"
+        floor_text = (" The timer's floor was sampled between each cell's batches (--floor-sampling "
+                      "interleaved)." if floors and interleaved else "")
+        lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text]
     energy = [(c, c.telemetry) for c in report.cells if c.telemetry is not None
               and c.telemetry.energy_j_per_call is not None and c.telemetry.average_w is not None]
     if energy:

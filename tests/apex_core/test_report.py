@@ -123,3 +123,17 @@ def test_the_summary_says_where_the_triton_configurations_came_from(report):
     text = render_markdown(attrs.evolve(report, cells=(cell,), triton_autotune=summarize_autotune([cell])))
     assert "1 tuned in this run (no picks shipped for NVIDIA H200 (h200.json))." in text
     assert "Triton configurations" not in render_markdown(report)  # no triton cell, no line
+
+
+def test_an_interleaved_floor_is_named_in_the_timing_line(report):
+    import attrs
+
+    from apex_core.results import Status
+
+    ok = next(c for c in report.cells if c.status == Status.OK)
+    floored = attrs.evolve(ok, timing=attrs.evolve(ok.timing, floor_ms=0.003))
+    config = {**report.config, "timing": {**report.config["timing"], "floor_sampling": "interleaved"}}
+    text = render_markdown(attrs.evolve(report, cells=(floored,), config=config))
+    assert "sampled between each cell's batches (--floor-sampling interleaved)" in text
+    assert "--floor-sampling" not in render_markdown(attrs.evolve(report, config=config))  # no floor, no words
+    assert "--floor-sampling" not in render_markdown(attrs.evolve(report, cells=(floored,)))  # the default
