@@ -23,7 +23,8 @@
 #   bash scripts/gpu_suite.sh baseline OUT  three fresh triton runs at the fixed profile, for the GPU baseline
 #   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: three fresh --retune runs, the picks file written
 #     from them (apex_kernels/picks/<model>.json, copied to OUT), then two fresh runs that use it
-#   bash scripts/gpu_suite.sh floor-sampling OUT  triton, fixed profile: three fresh runs with the floor in rounds,
+#   bash scripts/gpu_suite.sh floor-sampling OUT  the floor against the hold's length (floor_delay.py), then
+#     triton, fixed profile: three fresh runs with the floor in rounds,
 #     three with it interleaved (alternating), the spread of each triple, each run against the committed baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
 part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|picks|floor-sampling OUT}
@@ -116,7 +117,9 @@ print(picks_path(torch.cuda.get_device_name()))")
     grep -h "wall" "$work/steps.txt"
     tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   floor-sampling)
-    # which floor holds the two-process bar on 2.5-3 us cells (docs/timing.md, "The floor")
+    # which floor holds the two-process bar on 2.5-3 us cells (docs/timing.md, "The floor"); first,
+    # whether the floor's level follows how long its hold lasts (the L2 flush still draining)
+    timeout 150 python3 scripts/dev/floor_delay.py | tee "$work/floor-delay.md"
     for i in 1 2 3; do
       step "rounds-$i" 200 --backends triton --floor-sampling rounds
       step "interleaved-$i" 120 --backends triton --floor-sampling interleaved
