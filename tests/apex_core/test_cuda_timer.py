@@ -247,3 +247,41 @@ def test_the_kernel_timer_keeps_the_floor_in_rounds(monkeypatch):
 def test_an_unknown_floor_sampling_is_refused():
     with pytest.raises(ValueError, match="floor_sampling"):
         TimingOptions(floor_sampling="once")
+
+
+def test_an_unheld_fallback_drops_the_floor_samples_taken_held(monkeypatch):
+    monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", 0.05)
+    clock, hold = FakeClock(), FakeHold()
+    options = attrs.evolve(OPTIONS, subtract_floor=True, floor_sampling="interleaved")
+    timer = make_timer(clock, hold, options)
+    tripped = []
+
+    def empty_kernel():
+        # held floor samples read 5 ns, unheld ones 3 ns: only the second kind may remain
+        return lambda: setattr(clock, "now_ms", clock.now_ms + (0.003 if tripped else 0.005))
+
+    cell_calls = []
+
+    def synchronizing_from_the_second_batch():
+        cell_calls.append(1)
+        clock.now_ms += 0.010
+        held_now = hold.next and not hold.released.is_set()
+        if len(cell_calls) > options.warmup + 10 and held_now and not tripped:
+            assert hold.released.wait(5), "the watchdog never released the hold"
+            tripped.append(True)
+
+    medians = []
+
+    def recording_median(values):
+        medians.append(list(values))
+        return statistics.median(values)
+
+    monkeypatch.setattr(cuda_timer, "empty_kernel", empty_kernel)
+    monkeypatch.setattr(CudaTimer, "_floor", lambda *args: pytest.fail("an interleaved floor takes no rounds"))
+    monkeypatch.setattr(cuda_timer, "statistics", types.SimpleNamespace(median=recording_median))
+    timing = timer.measure(synchronizing_from_the_second_batch)
+    assert tripped and timing.method == "cuda_event" and "without the hold" in timing.note
+    (floor_samples,) = [values for values in medians if pytest.approx(0.003) in values]
+    assert floor_samples == pytest.approx([0.003] * len(floor_samples))  # none of the held ones
+    assert timing.floor_ms == pytest.approx(0.003)
+    assert timing.stats.p50 == pytest.approx(0.007)
