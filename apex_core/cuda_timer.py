@@ -34,8 +34,11 @@ HOLD_TIMEOUT_MAX_S = 5.0
 # its p50 settles in a few dozen samples, but its level moves between measurements by ~10 %
 # on an H100 while a cell's raw p50 holds within 0.5 % (docs/perf.md, 2026-11-27), so the
 # floor is the mean of the p50s of several short rounds, not one long one
-# (TimingOptions.floor_sampling "rounds"; "interleaved" samples it between the cell's batches).
+# (TimingOptions.floor_sampling "rounds"; "interleaved" samples it between the cell's batches;
+# "pooled" averages every round the process has taken the same way).
 FLOOR_ROUNDS = 8
+# TimingOptions.floor_sampling "pooled": the floor rounds this process has taken, by _floor_key
+_pooled_rounds: dict[tuple[Any, ...], list[float]] = {}
 FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 5, 30, 0.005, 0.04
 
 
@@ -175,7 +178,16 @@ class CudaTimer:
         options = attrs.evolve(self.options, warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
                                min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S, fixed_iters=None)
         rounds = [self._measure_raw(call, options, why_unheld)[0].stats.p50 for _ in range(FLOOR_ROUNDS)]
+        if self.options.floor_sampling == "pooled":
+            # every round this process has taken the same way, this cell's included
+            pool = _pooled_rounds.setdefault(self._floor_key(graph, why_unheld), [])
+            pool += rounds
+            rounds = pool
         return sum(rounds) / len(rounds)
+
+    def _floor_key(self, graph: bool, why_unheld: str) -> tuple[Any, ...]:
+        """What a floor round depends on: the card, the method (timer, graph, hold) and the L2 state."""
+        return (self.torch.cuda.current_device(), self.options.timer, graph, not why_unheld, self.options.cache)
 
     def _sample(self, call: Callable[[], Any], options: TimingOptions, timeout_s: float, why_unheld: str,
                 floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:

@@ -26,8 +26,9 @@ _CHECK_STEP = 10
 TIMERS = ("event", "kernel")
 # how a CUDA floor is sampled (cuda_timer.py, docs/timing.md): "rounds", eight short
 # measurements of an empty kernel after the cell; "interleaved", a batch of empty kernels
-# after each of the cell's own batches, so the floor spans the cell's sampling time
-FLOOR_SAMPLING = ("rounds", "interleaved")
+# after each of the cell's own batches, so the floor spans the cell's sampling time;
+# "pooled", the cell's eight rounds averaged with every earlier cell's in the same process
+FLOOR_SAMPLING = ("rounds", "interleaved", "pooled")
 FIXED_MODE = "fixed_iters"  # TimingOptions.mode and the stop reason of a --fixed-iters sample
 
 

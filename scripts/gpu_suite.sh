@@ -24,8 +24,8 @@
 #   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: three fresh --retune runs, the picks file written
 #     from them (apex_kernels/picks/<model>.json, copied to OUT), then two fresh runs that use it
 #   bash scripts/gpu_suite.sh floor-sampling OUT  the floor against the hold's length (floor_delay.py), then
-#     triton, fixed profile: three fresh runs with the floor in rounds,
-#     three with it interleaved (alternating), the spread of each triple, each run against the committed baseline
+#     triton, fixed profile: three fresh runs with each floor sampling (rounds, interleaved, pooled, in turn),
+#     the spread of each triple, each run against the committed baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
 part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|picks|floor-sampling OUT}
 OUT_DIR=${2:-artifacts/gpu}
@@ -123,13 +123,14 @@ print(picks_path(torch.cuda.get_device_name()))")
     for i in 1 2 3; do
       step "rounds-$i" 200 --backends triton --floor-sampling rounds
       step "interleaved-$i" 120 --backends triton --floor-sampling interleaved
+      step "pooled-$i" 120 --backends triton --floor-sampling pooled
     done
-    for mode in rounds interleaved; do
+    for mode in rounds interleaved pooled; do
       python3 scripts/dev/spread.py "$work/$mode"-{1,2,3}.json | grep -v "^|   run" | tee "$work/spread-$mode.md"
     done
     baseline=$(bash scripts/gpu_baseline_path.sh)
     if [ -f "$baseline" ]; then
-      for run in "$work"/rounds-*.json "$work"/interleaved-*.json; do
+      for run in "$work"/rounds-*.json "$work"/interleaved-*.json "$work"/pooled-*.json; do
         echo "$(basename "$run"): $(apex-bench compare --baseline "$baseline" --current "$run" --quiet 2>&1 | tail -1)"
       done | tee "$work/gate.txt"
     fi

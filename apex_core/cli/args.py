@@ -183,8 +183,9 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
                           "same method's time for one empty kernel, which the report records)")
     tim.add_argument("--floor-sampling", choices=FLOOR_SAMPLING, default="rounds",
                      help="how that empty kernel is sampled: eight short rounds after the cell (rounds, "
-                          "default), or a batch after each of the cell's batches, across its sampling time "
-                          "(interleaved)")
+                          "default), a batch after each of the cell's batches, across its sampling time "
+                          "(interleaved), or the cell's rounds averaged with those of every earlier cell of "
+                          "its worker process (pooled)")
     tim.add_argument("--retune", action="store_true",
                      help="autotune every Triton kernel and shape in this run instead of starting from "
                           "the configurations shipped for this GPU model (alias of --backend-opt "

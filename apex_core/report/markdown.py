@@ -115,6 +115,13 @@ def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
     return ["", "Cells: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
 
 
+# how the floor was sampled, where it was not the default (docs/timing.md, "The floor")
+FLOOR_SAMPLING_TEXT = {
+    "interleaved": "The timer's floor was sampled between each cell's batches (--floor-sampling interleaved).",
+    "pooled": "The timer's floor was averaged over every round of its worker (--floor-sampling pooled).",
+}
+
+
 def _autotune_lines(report: Report) -> list[str]:
     """Where the autotuned kernels' configurations came from: shipped for this GPU model, or tuned here."""
     entries = (report.triton_autotune or {}).get("entries", [])
@@ -178,9 +185,8 @@ def render_markdown(report: Report) -> str:
                       for c in report.cells if c.timing is not None})
     if methods:
         floors = any(c.timing is not None and c.timing.floor_ms is not None for c in report.cells)
-        interleaved = (report.config.get("timing") or {}).get("floor_sampling") == "interleaved"
-        floor_text = (" The timer's floor was sampled between each cell's batches (--floor-sampling "
-                      "interleaved)." if floors and interleaved else "")
+        sampling = (report.config.get("timing") or {}).get("floor_sampling")
+        floor_text = f" {FLOOR_SAMPLING_TEXT[sampling]}" if floors and sampling in FLOOR_SAMPLING_TEXT else ""
         lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text]
     energy = [(c, c.telemetry) for c in report.cells if c.telemetry is not None
               and c.telemetry.energy_j_per_call is not None and c.telemetry.average_w is not None]

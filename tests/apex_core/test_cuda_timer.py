@@ -47,6 +47,7 @@ def fake_torch(clock):
         Event=lambda enable_timing=True: FakeEvent(clock),
         synchronize=lambda: None,
         stream=lambda s: contextlib.nullcontext(),
+        current_device=lambda: 0,
     )
     return types.SimpleNamespace(cuda=cuda)
 
@@ -285,3 +286,26 @@ def test_an_unheld_fallback_drops_the_floor_samples_taken_held(monkeypatch):
     assert floor_samples == pytest.approx([0.003] * len(floor_samples))  # none of the held ones
     assert timing.floor_ms == pytest.approx(0.003)
     assert timing.stats.p50 == pytest.approx(0.007)
+
+
+@pytest.mark.parametrize(("sampling", "second_floor"), [("pooled", 0.004), ("rounds", 0.005)])
+def test_a_pooled_floor_averages_every_round_of_the_process_taken_the_same_way(monkeypatch, sampling,
+                                                                                 second_floor):
+    monkeypatch.setattr(cuda_timer, "_pooled_rounds", {})
+    clock, hold = FakeClock(), FakeHold()
+    level = [0.003]
+    monkeypatch.setattr(cuda_timer, "empty_kernel",
+                        lambda: lambda: setattr(clock, "now_ms", clock.now_ms + level[0]))
+    options = attrs.evolve(OPTIONS, subtract_floor=True, floor_sampling=sampling)
+
+    def cell():
+        clock.now_ms += 0.010
+
+    first = make_timer(clock, hold, options).measure(cell)
+    level[0] = 0.005  # the floor's level moved between the two cells
+    second = make_timer(clock, hold, options).measure(cell)
+    assert first.floor_ms == pytest.approx(0.003) and second.floor_ms == pytest.approx(second_floor)
+    assert second.stats.p50 == pytest.approx(0.010 - second_floor)
+    # another method (here: unheld) has a pool of its own
+    unheld = make_timer(clock, None, options).measure(cell)
+    assert unheld.floor_ms == pytest.approx(0.005)

@@ -137,3 +137,5 @@ def test_an_interleaved_floor_is_named_in_the_timing_line(report):
     assert "sampled between each cell's batches (--floor-sampling interleaved)" in text
     assert "--floor-sampling" not in render_markdown(attrs.evolve(report, config=config))  # no floor, no words
     assert "--floor-sampling" not in render_markdown(attrs.evolve(report, cells=(floored,)))  # the default
+    pooled = {**report.config, "timing": {**report.config["timing"], "floor_sampling": "pooled"}}
+    assert "(--floor-sampling pooled)" in render_markdown(attrs.evolve(report, cells=(floored,), config=pooled))

@@ -30,7 +30,7 @@ def assert_usage_error(result, *fragments):
         (["--graph"], ["--graph needs --device cuda"]),
         (["--timer", "kernel"], ["--timer kernel cannot run here", "use --device cuda"]),
         (["--timer", "wall"], ["invalid choice: 'wall'"]),
-        (["--floor-sampling", "once"], ["invalid choice: 'once'", "rounds", "interleaved"]),
+        (["--floor-sampling", "once"], ["invalid choice: 'once'", "rounds", "interleaved", "pooled"]),
         # numbers no timer or queue can hold
         (["--min-time", "nan"], ["--min-time", "finite"]),
         (["--max-time", "inf"], ["--max-time", "finite"]),
