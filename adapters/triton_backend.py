@@ -62,16 +62,26 @@ class TritonBackend(Backend):
         self.retune = bool(options.get("retune", False))
 
     def _seed_picks(self, inputs: Inputs) -> tuple[Any, dict[int, str], dict[str, Any]]:
-        """Seed the autotuners from this GPU model's picks (unless retuning); what the cell records."""
+        """Seed the autotuners from this GPU model's picks (unless retuning); what the cell records.
+
+        The picks only save time: whatever goes wrong here leaves the autotuners as they
+        were (every shape tuned) and the cell's record says why, never failing the cell.
+        """
         from adapters.triton_picks import RETUNE, shipped_picks
+        from apex_core.errors import describe_exception
         from apex_kernels.tuned import autotuners
 
-        if self.retune:
-            return None, {id(t): name for name, t in autotuners().items()}, dict(RETUNE)
-        import torch
+        try:
+            names = {id(t): name for name, t in autotuners().items()}
+            if self.retune:
+                return None, names, dict(RETUNE)
+            import torch
 
-        device = next((t.device for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_cuda), None)
-        return shipped_picks(torch.cuda.get_device_name(device)).seed()
+            device = next((t.device for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_cuda),
+                          None)
+            return shipped_picks(torch.cuda.get_device_name(device)).seed()
+        except Exception as exc:  # a broken picks path must cost time, not cells
+            return None, {}, {"state": "none", "reason": f"picks not used: {describe_exception(exc)}"}
 
     def probe(self, device: str) -> Availability:
         _triton, reason = try_import("triton", "pip install triton; Linux only")

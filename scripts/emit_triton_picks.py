@@ -9,6 +9,12 @@ configuration most of them chose, and every disagreement is printed: a kernel wh
 pick flips between processes is one whose configurations time alike at that shape.
 The file goes to apex_kernels/picks/<model>.json unless --output says otherwise; its
 header records the GPU model, Triton, torch, the tuning method, the date and the reports.
+
+Reports written before the entries carried their tuning key need ``--keys-from-cases``:
+each such cell's case is bound again here, on the CPU in Triton's interpreter (binding
+launches nothing), and each entry takes the key of the launch with its op, kernel and
+shape. The file's header then says ``keys: bound from the cases``. A key that differs
+from the GPU's is harmless: no launch asks for it, and that shape is tuned as before.
 """
 
 from __future__ import annotations
@@ -25,21 +31,62 @@ sys.path.insert(0, str(ROOT))
 from apex_kernels.tuned import picks_path, write_picks  # noqa: E402
 
 
-def _tuned_entries(report: dict) -> list[dict]:
+def _tuned_entries(report: dict, bind: bool) -> list[dict]:
+    """The report's tuned entries, each with its kernel_id and tuning_key (bound again if asked)."""
     entries = []
     for cell in report.get("benchmarks", []):
         if cell.get("backend") != "triton" or cell.get("status") != "ok":
             continue
+        keys = None
         for entry in (cell.get("metadata") or {}).get("triton_autotune", []):
-            if entry.get("selection_source") == "triton_best_config" and "tuning_key" in entry:
+            if entry.get("selection_source") != "triton_best_config":
+                continue
+            if "tuning_key" not in entry and bind:
+                keys = keys if keys is not None else _bound_keys(report, cell)
+                found = keys.get((entry["op_name"], entry["kernel_name"], entry["shape_bucket"]))
+                if found is None:
+                    print(f"{cell['name']}: no launch of {entry['kernel_name']} at {entry['shape_bucket']} "
+                          "when bound here; left out", file=sys.stderr)
+                    continue
+                entry = {**entry, "kernel_id": found[0], "tuning_key": found[1]}
+            if "tuning_key" in entry:
                 entries.append(entry)
     return entries
+
+
+def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[str, list]]:
+    """(op, kernel, shape) -> (kernel_id, tuning key) of the cell's launches, bound on the CPU."""
+    import os
+
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton decorates any kernel: binding needs no GPU
+    import torch
+
+    from adapters.triton_autotune import tuning_key
+    from adapters.triton_ops import OPS
+    from apex_core.cell import cell_torch_dtype
+    from apex_core.registry import Registry
+    from apex_kernels.tuned import autotuners
+
+    config = report.get("config") or {}
+    workload = Registry.discover().workloads[cell["workload"]]
+    params = workload.make_params(config.get("profile", "fixed"), config.get("overrides") or {})
+    case = next(c for c in workload.cases(params) if c.name == cell["case"])
+    dtype = cell_torch_dtype(cell["dtype"])
+    inputs = workload.make_inputs(case, "cpu", dtype, int(config.get("seed", 0)))
+    with torch.no_grad():
+        launcher = OPS[workload.name].bind(workload, case, inputs)
+    names = {id(tuner): name for name, tuner in autotuners().items()}
+    return {(launch.op_name, launch.kernel_name, launch.shape_bucket):
+            (names[id(launch.kernel)], list(tuning_key(launch.kernel, launch.args, launch.meta)))
+            for launch in launcher.launches if id(launch.kernel) in names}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--output", type=Path, help="default: apex_kernels/picks/<model>.json")
+    parser.add_argument("--keys-from-cases", action="store_true",
+                        help="bind each cell's case on the CPU for entries written without their tuning key")
     args = parser.parse_args(argv)
     reports = [json.loads(path.read_text()) for path in args.reports]
     devices = {(r.get("environment") or {}).get("gpu") for r in reports}
@@ -50,7 +97,7 @@ def main(argv: list[str]) -> int:
     device = devices.pop()
     votes: dict[tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
     for report in reports:
-        for entry in _tuned_entries(report):
+        for entry in _tuned_entries(report, args.keys_from_cases):
             key = (entry["kernel_id"], json.dumps(entry["tuning_key"]))
             votes[key][json.dumps(entry["selected_config"], sort_keys=True)] += 1
     if not votes:
@@ -75,6 +122,8 @@ def main(argv: list[str]) -> int:
         "profile": (first.get("config") or {}).get("profile"),
         "reports": len(reports),
     }
+    if args.keys_from_cases:
+        provenance["keys"] = "bound from the cases (scripts/emit_triton_picks.py --keys-from-cases)"
     output = args.output or picks_path(device)
     write_picks(output, device, provenance, picks)
     print(f"{output}: {len(picks)} picks for {device}")

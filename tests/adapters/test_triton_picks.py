@@ -110,3 +110,38 @@ def test_the_emit_script_refuses_reports_of_two_models_or_without_tuned_entries(
     assert mixed.returncode == 2 and "one GPU model" in mixed.stderr
     shipped_only = _emit(tmp_path, [_report(H100, [[(PACK, [1], {"BLOCK_C": 4}, "shipped_picks")]])])
     assert shipped_only.returncode == 2 and "--retune" in shipped_only.stderr
+
+
+def test_a_failure_on_the_picks_path_leaves_the_autotuners_alone_and_says_why(monkeypatch):
+    import torch
+
+    def broken(device_name):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(triton_picks, "shipped_picks", broken)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: H100)
+    seeding, names, record = TritonBackend()._seed_picks({"x": torch.zeros(2)})
+    assert seeding is None and names == {}
+    assert record == {"state": "none", "reason": "picks not used: OSError: disk gone"}
+
+
+def test_entries_written_without_their_key_get_it_by_binding_the_case_again(tmp_path):
+    report = _report(H100, [[]])
+    report["benchmarks"][0].update({"name": "tilepack/default/triton/fp16/cuda", "workload": "tilepack",
+                                    "case": "default", "dtype": "fp16"})
+    report["benchmarks"][0]["metadata"]["triton_autotune"] = [
+        {"op_name": "tilepack", "kernel_name": "_tilepack_kernel", "shape_bucket": "B1-C128-H128-W128-t8-K32",
+         "selection_source": "triton_best_config", "selected_config": {"BLOCK_C": 4, "num_warps": 1}},
+        {"op_name": "tilepack", "kernel_name": "_tilepack_kernel", "shape_bucket": "B9-nowhere",
+         "selection_source": "triton_best_config", "selected_config": {"BLOCK_C": 8, "num_warps": 2}}]
+    out = tmp_path / "picks.json"
+    without = _emit(tmp_path, [report], "--output", str(out))
+    assert without.returncode == 2  # no keys, and not asked to bind
+    done = _emit(tmp_path, [report], "--output", str(out), "--keys-from-cases")
+    assert done.returncode == 0, done.stderr
+    assert "no launch of _tilepack_kernel at B9-nowhere" in done.stderr
+    picks = read_picks(out)
+    # the fixed profile's tilepack: C, K, T, then the dtypes of features, ids and the output
+    assert picks.picks == {PACK: [((128, 32, 8, "torch.float16", "torch.int32", "torch.float16"),
+                                   {"BLOCK_C": 4, "num_warps": 1})]}
+    assert picks.provenance["keys"].startswith("bound from the cases")

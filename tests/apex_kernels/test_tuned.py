@@ -1,6 +1,10 @@
 """Picks files (apex_kernels/tuned.py): names, reading and writing, and the autotuners they seed."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +12,8 @@ pytest.importorskip("triton")
 
 from apex_kernels import tuned  # noqa: E402
 from apex_kernels.tuned import PicksError, model_slug, picks_path, read_picks, write_picks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("name", "slug"), [
@@ -72,3 +78,29 @@ def test_every_shipped_file_reads_and_names_its_own_model():
         picks = read_picks(path)
         assert path.name == f"{model_slug(picks.device)}.json"
         assert picks.count > 0 and json.loads(path.read_text())["triton"]
+
+
+def test_every_shipped_pick_names_a_kernel_and_configuration_that_still_exist():
+    # the interpreter keeps one configuration per autotuner, so the kernels' own lists are read in a
+    # process without it (decorating a kernel needs no GPU); a failure means: refresh the file
+    script = """
+import importlib, pkgutil, apex_kernels
+for module in pkgutil.walk_packages(apex_kernels.__path__, "apex_kernels."):
+    importlib.import_module(module.name)
+from apex_kernels._utils import config_dict
+from apex_kernels.tuned import PICKS_DIR, autotuners, read_picks
+tuners = autotuners()
+for path in sorted(PICKS_DIR.glob("*.json")):
+    for kernel, entries in read_picks(path).picks.items():
+        configs = [config_dict(c) for c in tuners[kernel].configs] if kernel in tuners else None
+        for key, config in entries:
+            if configs is None or config not in configs:
+                print(f"{path.name}: {kernel} {key}: {config}")
+print("checked", len(tuners), "autotuners")
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1].startswith("checked ") and int(lines[-1].split()[1]) >= 10
+    assert lines[:-1] == []
