@@ -21,8 +21,9 @@
 #   bash scripts/gpu_suite.sh gate OUT  spin kernels of ~10 and ~100 us: 3 baseline runs, then 20 A/A and 20 slowed by 10 %
 #   bash scripts/gpu_suite.sh gate-more OUT  A/A runs 18-20 and slowed runs 17-20 (gate cut off at the 10-minute limit)
 #   bash scripts/gpu_suite.sh baseline OUT  three fresh triton runs at the fixed profile, for the GPU baseline
-#   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: three fresh --retune runs, the picks file written
-#     from them (apex_kernels/picks/<model>.json, copied to OUT), then two fresh runs that use it
+#   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: a fresh run with the committed picks, three
+#     --retune runs, the picks file written from them (apex_kernels/picks/<model>.json, copied to OUT), then
+#     two runs that use it
 #   bash scripts/gpu_suite.sh floor-sampling OUT  the floor against the hold's length (floor_delay.py), then
 #     triton, fixed profile: three fresh runs with each floor sampling (rounds, interleaved, pooled, in turn),
 #     the spread of each triple, each run against the committed baseline
@@ -105,7 +106,12 @@ case $part in
     # the GPU baseline of perf_gpu.yml: three fresh processes (baselines/README in docs/baselines.md)
     for i in 1 2 3; do step "fixed-triton-$i" 200 --backends triton; done ;;
   picks)
-    # the shipped autotuning picks of this GPU model (docs/kernels.md, "Shipped configurations")
+    # the shipped autotuning picks of this GPU model (docs/kernels.md, "Shipped configurations"):
+    # first a fresh run with the committed file (empty caches), then a new file from --retune runs
+    step shipped-fresh 200 --backends triton --fresh
+    python3 -c "import json, collections, sys; r = json.load(open(sys.argv[1])); print('selection sources:', \
+dict(collections.Counter(e['selection_source'] for e in r['triton_autotune']['entries'])))" \
+        "$work/shipped-fresh.json" | tee "$work/sources.txt"
     for i in 1 2 3; do step "retune-$i" 300 --backends triton --retune; done
     python3 scripts/emit_triton_picks.py "$work"/retune-{1,2,3}.json 2>&1 | tee "$work/emit.txt"
     picks=$(python3 -c "import torch; from apex_kernels.tuned import picks_path; \
@@ -113,7 +119,7 @@ print(picks_path(torch.cuda.get_device_name()))")
     cp "$picks" "$OUT_DIR/" && cp "$picks" "$work/"
     for i in 1 2; do step "shipped-$i" 200 --backends triton; done
     python3 scripts/dev/spread.py "$work"/retune-{1,2,3}.json | grep -v "^|   run" | tee "$work/spread-retune.md"
-    python3 scripts/dev/spread.py "$work"/shipped-{1,2}.json "$work/retune-1.json" | tee "$work/spread-shipped.md"
+    python3 scripts/dev/spread.py "$work"/shipped-{fresh,1,2}.json "$work/retune-1.json" | tee "$work/spread-shipped.md"
     grep -h "wall" "$work/steps.txt"
     tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   floor-sampling)
