@@ -21,10 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import torch
+from dev_cells import triton_cell  # scripts/dev, this script's folder
 
 from apex_core.cuda_timer import CudaTimer, empty_kernel
-from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
 ROUNDS = 12
@@ -51,12 +50,7 @@ def spread(values: list[float]) -> str:
 
 
 def main() -> int:
-    registry = Registry.discover()
-    backend, workload = registry.backends["triton"], registry.workloads["tilepack"]
-    backend.configure({})
-    case = workload.cases(workload.make_params("fixed"))[0]
-    inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)
-    cell = backend.prepare(workload, case, inputs).fn
+    cell = triton_cell("tilepack")
     sampling = TimingOptions(energy=False, subtract_floor=False, warmup=10, min_iters=100, min_time_s=0.05,
                              max_time_s=0.3)
     cold, warm = CudaTimer(sampling), CudaTimer(attrs.evolve(sampling, cache="warm"))

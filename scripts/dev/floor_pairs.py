@@ -17,10 +17,9 @@ import statistics
 import sys
 
 import attrs
-import torch
+from dev_cells import triton_cell  # scripts/dev, this script's folder
 
 from apex_core.cuda_timer import CudaTimer, empty_kernel
-from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
 ROUNDS = 16
@@ -37,12 +36,7 @@ def interquartile_mean(samples: tuple[float, ...]) -> float:
 
 
 def main() -> int:
-    registry = Registry.discover()
-    backend, workload = registry.backends["triton"], registry.workloads["tilepack"]
-    backend.configure({})
-    case = workload.cases(workload.make_params("fixed"))[0]
-    inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)
-    cell = backend.prepare(workload, case, inputs).fn
+    cell = triton_cell("tilepack")
     options = TimingOptions(energy=False, subtract_floor=False)
     # the floor's sampling as shipped until 2026-11-27 (>= 100 samples, <= 0.3 s), and a longer one
     short = attrs.evolve(options, warmup=10, min_iters=100, min_time_s=0.05, max_time_s=0.3)

@@ -1,0 +1,20 @@
+"""The cells the dev timing scripts measure, prepared as a run prepares them (needs a GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from apex_core.registry import Registry
+
+
+def triton_cell(workload_name: str = "tilepack", profile: str = "fixed") -> Callable[[], Any]:
+    """The triton backend's callable for the first case of ``workload_name``, fp16, seed 0."""
+    registry = Registry.discover()
+    backend, workload = registry.backends["triton"], registry.workloads[workload_name]
+    backend.configure({})
+    case = workload.cases(workload.make_params(profile))[0]
+    inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)
+    return backend.prepare(workload, case, inputs).fn
