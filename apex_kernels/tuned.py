@@ -1,8 +1,8 @@
 """Autotuned configurations shipped per GPU model, and how an autotuner starts from them.
 
 Triton's autotuner times every configuration of a kernel the first time it meets a shape,
-in each new process: seconds per kernel (half a minute for ff-infer's), and on a
-kernel of a few microseconds its pick can differ between processes. A picks file,
+in each new process, which costs seconds per kernel (docs/perf.md), and on a kernel of
+a few microseconds its pick can differ between processes. A picks file,
 ``picks/<model>.json`` beside this module, holds the configuration the autotuner chose
 for each kernel and tuning key on one GPU model; ``seed_autotuners`` puts them in the
 autotuners' caches before the first launch, so those shapes launch their shipped
