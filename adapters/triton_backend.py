@@ -8,7 +8,6 @@ autotuners chose once, after the cell.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,24 +23,20 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def tune_with_held_timer() -> str:
+def tune_with_held_timer(tuners: Mapping[str, Any]) -> str:
     """Make every autotuner in ``apex_kernels`` time its configurations with the held timer.
 
     Triton's own ``do_bench`` brackets host launches in its events, so for kernels of a few
     microseconds its pick followed the host's jitter and changed between processes. The
     kernels' own defaults are left alone for users of ``apex_kernels`` without the harness.
-    Returns the tuning method, for the cell's metadata.
+    ``tuners`` are ``apex_kernels.tuned.autotuners()``. Returns the tuning method, for the
+    cell's metadata.
     """
-    from triton.runtime.autotuner import Autotuner
-
     from apex_core.cuda_timer import TUNING_METHOD, tuning_bench
 
-    for name, module in list(sys.modules.items()):
-        if name == "apex_kernels" or name.startswith("apex_kernels."):
-            for value in vars(module).values():
-                if isinstance(value, Autotuner):
-                    value._do_bench = tuning_bench  # read by Triton's cached do_bench ...
-                    vars(value)["do_bench"] = tuning_bench  # ... unless it was already read
+    for tuner in tuners.values():
+        tuner._do_bench = tuning_bench  # read by Triton's cached do_bench ...
+        vars(tuner)["do_bench"] = tuning_bench  # ... unless it was already read
     return TUNING_METHOD
 
 
@@ -61,25 +56,26 @@ class TritonBackend(Backend):
     def configure(self, options: Mapping[str, Any]) -> None:
         self.retune = bool(options.get("retune", False))
 
-    def _seed_picks(self, inputs: Inputs) -> tuple[Any, dict[int, str], dict[str, Any]]:
-        """Seed the autotuners from this GPU model's picks (unless retuning); what the cell records.
+    def _seed_picks(self, inputs: Inputs, tuners: Mapping[str, Any]
+                    ) -> tuple[Any, dict[int, str], dict[str, Any]]:
+        """Seed ``tuners`` (``autotuners()``) from this GPU model's picks unless retuning; what the
+        cell records.
 
         The picks only save time: whatever goes wrong here leaves the autotuners as they
         were (every shape tuned) and the cell's record says why, never failing the cell.
         """
         from adapters.triton_picks import RETUNE, shipped_picks
         from apex_core.errors import describe_exception
-        from apex_kernels.tuned import autotuners
+        from apex_kernels.tuned import kernel_ids
 
         try:
-            names = {id(t): name for name, t in autotuners().items()}
             if self.retune:
-                return None, names, dict(RETUNE)
+                return None, kernel_ids(tuners), dict(RETUNE)
             import torch
 
             device = next((t.device for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_cuda),
                           None)
-            return shipped_picks(torch.cuda.get_device_name(device)).seed()
+            return shipped_picks(torch.cuda.get_device_name(device)).seed(tuners)
         except Exception as exc:  # a broken picks path must cost time, not cells
             return None, {}, {"state": "none", "reason": f"picks not used: {describe_exception(exc)}"}
 
@@ -117,8 +113,11 @@ class TritonBackend(Backend):
 
             return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
                             "triton_interpreter", report_metadata=interpreted)
-        tuning = tune_with_held_timer()
-        seeding, names, picks = self._seed_picks(inputs)
+        from apex_kernels.tuned import autotuners
+
+        tuners = autotuners()  # the kernel modules the binding imported, among them
+        tuning = tune_with_held_timer(tuners)
+        seeding, names, picks = self._seed_picks(inputs, tuners)
         before = cached_keys(launcher.launches)  # seeded keys count as cached: this cell did not tune them
 
         def chosen() -> dict:
@@ -137,7 +136,9 @@ class TritonBackend(Backend):
 
         # binding allocates the outputs (and may fill a buffer); it launches none of the cell's kernels
         launcher = OPS[workload.name].bind(workload, case, inputs)
-        self._seed_picks(inputs)  # a shipped pick is the only configuration its launch will compile
+        from apex_kernels.tuned import autotuners
+
+        self._seed_picks(inputs, autotuners())  # a shipped pick is the only configuration its launch compiles
         compiled, failed = compile_launches(launcher.launches)
         if not compiled:
             return f"none of its {failed} Triton configurations compiled ahead" if failed \

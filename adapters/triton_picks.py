@@ -9,10 +9,11 @@ shipped or tuned. ``retune`` (``--retune``) skips the file: every shape is tuned
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from apex_kernels.tuned import Picks, PicksError, Seeding, autotuners, picks_path, read_picks, seed_autotuners
+from apex_kernels.tuned import Picks, PicksError, Seeding, kernel_ids, picks_path, read_picks, seed_autotuners
 
 
 class ShippedPicks:
@@ -37,10 +38,9 @@ class ShippedPicks:
             return
         self.picks = picks
 
-    def seed(self) -> tuple[Seeding | None, dict[int, str], dict[str, Any]]:
-        """Seed every autotuner imported now; the seeding, the autotuners' names and the metadata."""
-        tuners = autotuners()
-        names = {id(tuner): name for name, tuner in tuners.items()}
+    def seed(self, tuners: Mapping[str, Any]) -> tuple[Seeding | None, dict[int, str], dict[str, Any]]:
+        """Seed ``tuners`` (``autotuners()``: those imported now); the seeding, their names, the metadata."""
+        names = kernel_ids(tuners)
         if self.picks is None:
             return None, names, {"state": "none", "reason": self.reason}
         seed_autotuners(self.picks, tuners, self.seeding)

@@ -66,6 +66,11 @@ def autotuners(modules: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return found
 
 
+def kernel_ids(tuners: Mapping[str, Any]) -> dict[int, str]:
+    """Each autotuner's ``kernel_id`` by ``id()``: how a launch's kernel object is named."""
+    return {id(tuner): name for name, tuner in tuners.items()}
+
+
 def _home(tuner: Any) -> str | None:
     """The module the autotuner's Python function was written in."""
     fn = tuner

@@ -65,7 +65,7 @@ def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[st
     from adapters.triton_ops import OPS
     from apex_core.cell import cell_torch_dtype
     from apex_core.registry import Registry
-    from apex_kernels.tuned import autotuners
+    from apex_kernels.tuned import autotuners, kernel_ids
 
     config = report.get("config") or {}
     workload = Registry.discover().workloads[cell["workload"]]
@@ -75,7 +75,7 @@ def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[st
     inputs = workload.make_inputs(case, "cpu", dtype, int(config.get("seed", 0)))
     with torch.no_grad():
         launcher = OPS[workload.name].bind(workload, case, inputs)
-    names = {id(tuner): name for name, tuner in autotuners().items()}
+    names = kernel_ids(autotuners())
     return {(launch.op_name, launch.kernel_name, launch.shape_bucket):
             (names[id(launch.kernel)], list(tuning_key(launch.kernel, launch.args, launch.meta)))
             for launch in launcher.launches if id(launch.kernel) in names}

@@ -149,3 +149,33 @@ def test_a_builder_compiles_only_the_shipped_pick() -> None:
     seed_autotuners(_picks_for("k", (key, config_dict(_double_kernel.configs[0]))), {"k": _double_kernel})
     assert len(_compile_jobs(small)) == 1
     _double_kernel.cache.clear()
+
+
+def test_the_held_timer_reaches_every_autotuner_of_apex_kernels_however_imported() -> None:
+    import importlib
+    import pkgutil
+    import sys
+
+    import apex_kernels
+    from adapters.triton_backend import tune_with_held_timer
+    from apex_core.cuda_timer import TUNING_METHOD, tuning_bench
+    from apex_kernels.tuned import autotuners
+
+    for module in pkgutil.walk_packages(apex_kernels.__path__, "apex_kernels."):
+        importlib.import_module(module.name)
+    # every autotuner object an apex_kernels module holds, under its own name or imported
+    held = {id(value): value for name, module in list(sys.modules.items())
+            if name == "apex_kernels" or name.startswith("apex_kernels.")
+            for value in vars(module).values() if isinstance(value, triton.runtime.autotuner.Autotuner)}
+    saved = {key: (tuner._do_bench, vars(tuner).get("do_bench")) for key, tuner in held.items()}
+    try:
+        assert tune_with_held_timer(autotuners()) == TUNING_METHOD
+        assert held and all(t._do_bench is tuning_bench and vars(t)["do_bench"] is tuning_bench
+                            for t in held.values())
+    finally:
+        for key, tuner in held.items():
+            tuner._do_bench, cached = saved[key]
+            if cached is None:
+                vars(tuner).pop("do_bench", None)
+            else:
+                vars(tuner)["do_bench"] = cached

@@ -15,7 +15,7 @@ from adapters.triton_picks import ShippedPicks  # noqa: E402
 from apex_core.cli.args import build_run_parser  # noqa: E402
 from apex_core.cli.run_command import backend_options_from_args  # noqa: E402
 from apex_core.registry import Registry  # noqa: E402
-from apex_kernels.tuned import FORMAT, read_picks, write_picks  # noqa: E402
+from apex_kernels.tuned import FORMAT, autotuners, read_picks, write_picks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA H100 80GB HBM3"
@@ -23,7 +23,7 @@ PACK = "apex_kernels.tilepack:_tilepack_kernel"
 
 
 def test_a_gpu_without_a_file_tunes_and_the_cell_says_why(tmp_path):
-    seeding, names, record = ShippedPicks(H100, tmp_path).seed()
+    seeding, names, record = ShippedPicks(H100, tmp_path).seed(autotuners())
     assert seeding is None and record == {"state": "none",
                                           "reason": f"no picks shipped for {H100} (h100-80gb-hbm3.json)"}
     assert all(":" in name for name in names.values())
@@ -34,7 +34,7 @@ def test_a_file_of_another_model_or_a_broken_one_is_not_used(tmp_path):
     picks = ShippedPicks(H100, tmp_path)
     assert picks.picks is None and "is for 'NVIDIA H100 PCIe'" in picks.reason
     (tmp_path / "h100-80gb-hbm3.json").write_text("{")
-    record = ShippedPicks(H100, tmp_path).seed()[2]
+    record = ShippedPicks(H100, tmp_path).seed(autotuners())[2]
     assert record["state"] == "none" and record["reason"].startswith("picks file unreadable")
 
 
@@ -43,7 +43,7 @@ def test_a_shipped_file_seeds_and_the_cell_records_its_provenance(tmp_path):
 
     write_picks(tmp_path / "h100-80gb-hbm3.json", H100, {"triton": "3.6.0", "method": "held"},
                 [(PACK, (999, 8, 4, "torch.float16"), {"BLOCK_C": 12345})])
-    seeding, names, record = ShippedPicks(H100, tmp_path).seed()
+    seeding, names, record = ShippedPicks(H100, tmp_path).seed(autotuners())
     assert record == {"state": "shipped", "file": "apex_kernels/picks/h100-80gb-hbm3.json", "picks": 1,
                       "stale": 1, "triton": "3.6.0", "method": "held"}  # BLOCK_C 12345 is no config of it
     assert seeding is not None and PACK in names.values()
@@ -120,7 +120,7 @@ def test_a_failure_on_the_picks_path_leaves_the_autotuners_alone_and_says_why(mo
 
     monkeypatch.setattr(triton_picks, "shipped_picks", broken)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: H100)
-    seeding, names, record = TritonBackend()._seed_picks({"x": torch.zeros(2)})
+    seeding, names, record = TritonBackend()._seed_picks({"x": torch.zeros(2)}, autotuners())
     assert seeding is None and names == {}
     assert record == {"state": "none", "reason": "picks not used: OSError: disk gone"}
 
