@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,28 +56,36 @@ def _tuned_entries(report: dict, bind: bool) -> list[dict]:
     return entries
 
 
-def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[str, list]]:
-    """(op, kernel, shape) -> (kernel_id, tuning key) of the cell's launches, bound on the CPU."""
+@functools.cache
+def _workloads() -> dict[str, Any]:
+    """The registered workloads, discovered once for every cell bound here."""
     import os
 
     os.environ["TRITON_INTERPRET"] = "1"  # before triton decorates any kernel: binding needs no GPU
+    from apex_core.registry import Registry
+
+    return Registry.discover().workloads
+
+
+def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[str, list]]:
+    """(op, kernel, shape) -> (kernel_id, tuning key) of the cell's launches, bound on the CPU."""
+    workloads = _workloads()  # sets TRITON_INTERPRET before anything below imports triton
     import torch
 
     from adapters.triton_autotune import tuning_key
     from adapters.triton_ops import OPS
     from apex_core.cell import cell_torch_dtype
-    from apex_core.registry import Registry
+    from apex_core.report.manifest import case_from_record
     from apex_kernels.tuned import autotuners, kernel_ids
 
-    config = report.get("config") or {}
-    workload = Registry.discover().workloads[cell["workload"]]
-    params = workload.make_params(config.get("profile", "fixed"), config.get("overrides") or {})
-    case = next(c for c in workload.cases(params) if c.name == cell["case"])
+    workload = workloads[cell["workload"]]
+    # the case as the cell ran it: its record carries the parameters (a profile fallback included)
+    case = case_from_record(workload, cell["case"], cell["params"])
     dtype = cell_torch_dtype(cell["dtype"])
-    inputs = workload.make_inputs(case, "cpu", dtype, int(config.get("seed", 0)))
+    inputs = workload.make_inputs(case, "cpu", dtype, int((report.get("config") or {}).get("seed", 0)))
     with torch.no_grad():
         launcher = OPS[workload.name].bind(workload, case, inputs)
-    names = kernel_ids(autotuners())
+    names = kernel_ids(autotuners())  # after binding: the kernel modules it imported are among them
     return {(launch.op_name, launch.kernel_name, launch.shape_bucket):
             (names[id(launch.kernel)], list(tuning_key(launch.kernel, launch.args, launch.meta)))
             for launch in launcher.launches if id(launch.kernel) in names}

@@ -103,7 +103,8 @@ def single_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _case(workload: Workload, case_name: str, params: Mapping[str, Any]) -> Any:
+def case_from_record(workload: Workload, case_name: str, params: Mapping[str, Any]) -> Any:
+    """A cell record's case, rebuilt from its name and the ``params`` the record carries."""
     from apex_core.results import Case
 
     return Case(workload.name, case_name, workload.params_type(**params))
@@ -125,7 +126,7 @@ def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, 
     """One cell's timed inputs for ``seed`` (made on the CPU) and the CPU reference outputs."""
     from apex_core.correctness import DTYPES
 
-    case = _case(workload, case_name, params)
+    case = case_from_record(workload, case_name, params)
     inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
     return inputs, reference_outputs(workload, case, inputs)
 
@@ -160,7 +161,7 @@ def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtyp
     key = (workload, case_name, canonical_json(dict(params)), dtype, seed)
     if key not in _ARTIFACT_CACHE:
         try:
-            case = _case(workload, case_name, params)
+            case = case_from_record(workload, case_name, params)
             inputs = workload.make_inputs(case, "cpu", DTYPES.get(dtype, torch_float32()), seed)
             # a workload with no reference (an engine file) has only its inputs to pin
             inputs_only = (sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT

@@ -128,7 +128,9 @@ def test_a_failure_on_the_picks_path_leaves_the_autotuners_alone_and_says_why(mo
 def test_entries_written_without_their_key_get_it_by_binding_the_case_again(tmp_path):
     report = _report(H100, [[]])
     report["benchmarks"][0].update({"name": "tilepack/default/triton/fp16/cuda", "workload": "tilepack",
-                                    "case": "default", "dtype": "fp16"})
+                                    "case": "default", "dtype": "fp16",
+                                    "params": {"batch": 1, "channels": 128, "height": 128, "width": 128,
+                                               "tile_size": 8, "kmax": 32}})
     report["benchmarks"][0]["metadata"]["triton_autotune"] = [
         {"op_name": "tilepack", "kernel_name": "_tilepack_kernel", "shape_bucket": "B1-C128-H128-W128-t8-K32",
          "selection_source": "triton_best_config", "selected_config": {"BLOCK_C": 4, "num_warps": 1}},
