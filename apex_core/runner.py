@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,12 +28,11 @@ from apex_core.probing import (
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
 from apex_core.results import CellResult, DeviceInfo, DeviceUse, Report, SkipKind, Status
-from apex_core.sharding import CellBook, Slot, SlotState, retired_reason, run_slots
+from apex_core.sharding import CellBook, CellCallback, Slot, SlotState, retired_reason, run_slots
 from apex_core.workers import WorkerPool, pool_prober
 
 log = logging.getLogger(__name__)
 
-CellCallback = Callable[[int, int, PlannedCell, CellResult | None], None]
 # Backend.supports is plugin code, called from every slot's thread: one call at a time.
 _SUPPORTS_LOCK = threading.Lock()
 
@@ -156,7 +154,8 @@ def run_plan(
         ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
         try:
             ahead.start()
-            with _inline_env(worker_env if isolation == "inline" else None):
+            # an inline run gets the workers' environment (the compile caches) here, then restored
+            with overlaid_environ(worker_env if isolation == "inline" and worker_env else {}):
                 run_slots(states, book, lambda state, cell: _run_one(plan, cell, registry, state,
                                                                         configure_failures, ahead))
             for index in book.drain():  # left by slots that were all taken out of the rotation
@@ -202,11 +201,6 @@ def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] |
         states.append(SlotState(slot, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
                                                    plan.options_for)))
     return states
-
-
-def _inline_env(env: Mapping[str, str] | None) -> contextlib.AbstractContextManager[None]:
-    """The workers' environment (the compile caches) in this process, for an inline run, then restored."""
-    return overlaid_environ(env or {})
 
 
 def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,

@@ -64,9 +64,7 @@ def check_reference(path: str | Path, model: EngineModel, cases: Sequence[Mappin
     if {s.name for s in loaded.inputs} != {s.name for s in model.inputs}:
         raise UsageError(f"{where}: its inputs ({_names(loaded.inputs)}) are not the model's "
                          f"({_names(model.inputs)}); a reference takes the same named inputs")
-    missing = [s.name for s in model.outputs if s.name not in {r.name for r in loaded.outputs}]
-    extra = [s.name for s in loaded.outputs if s.name not in {m.name for m in model.outputs}]
-    if missing or extra:
+    if {s.name for s in loaded.outputs} != {s.name for s in model.outputs}:
         raise UsageError(f"{where}: its outputs ({_names(loaded.outputs)}) are not the model's "
                          f"({_names(model.outputs)}); a reference returns the same named outputs")
     for shapes in cases:

@@ -28,7 +28,8 @@ from apex_core.errors import UsageError, first_line
 from apex_core.plan import Plan, PlannedCell
 from apex_core.registry import Registry
 from apex_core.results import Case, CellResult, Report
-from apex_core.runner import CellCallback, run_plan
+from apex_core.runner import run_plan
+from apex_core.sharding import CellCallback
 from apex_core.timing import TimingOptions
 from apex_core.workloads.engine_file import DEFAULT_INT_HIGH, FEEDABLE_DTYPES, EngineParams, EngineWorkload
 

@@ -201,10 +201,6 @@ class RayExecutor:
 
     def close(self) -> None:
         """Disconnect (and stop a local instance this executor started)."""
-        if self._ray is not None and self._started_ray:
+        if self._started_ray and self._ray is not None:  # connect() sets _ray right after starting it
             self._ray.shutdown()
-        elif self._started_ray:
-            import ray
-
-            ray.shutdown()
         self._ray, self._started_ray = None, False

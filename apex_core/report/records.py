@@ -165,8 +165,7 @@ def device_record(device: DeviceInfo) -> dict[str, Any]:
 
 def devices_record(uses: tuple[DeviceUse, ...]) -> list[dict[str, Any]]:
     """The report's ``devices``: each card a run's cells were sharded over, and whether it was retired."""
-    return [{**{k.removeprefix("device_"): v for k, v in device_record(use.device).items()},
-             "cells": use.cells, "retired": use.retired} for use in uses]
+    return [{**attrs.asdict(use.device), "cells": use.cells, "retired": use.retired} for use in uses]
 
 
 def report_record(report: Report) -> dict[str, Any]:

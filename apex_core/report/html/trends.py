@@ -31,7 +31,7 @@ def _band(baseline: Baseline | None, name: str) -> tuple[Q, Q] | None:
     limit = baseline.metrics[name]
     return (
         Q(limit.value_ms, pointer("baseline", "metrics", name, "value_ms")),
-        Q(limit.allowed_max_ms, f"allowed(baseline#/metrics/{name.replace('~', '~0').replace('/', '~1')})"),
+        Q(limit.allowed_max_ms, f"allowed({pointer('baseline', 'metrics', name)})"),
     )
 
 
