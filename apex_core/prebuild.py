@@ -34,7 +34,7 @@ from apex_core.cell import CellSpec
 from apex_core.errors import describe_exception
 from apex_core.results import CellResult
 from apex_core.warming import FAILED, NOT_STARTED, WarmRequest, WarmResult
-from apex_core.workers import WorkerPool
+from apex_core.workers import WorkerPool, kill_and_join
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,6 @@ BUILDER_NICENESS = 10
 # At most this many builders by default, and at most half the host's cores (the other half
 # is left to the measuring worker and to the compilers' own helper processes).
 DEFAULT_MAX_BUILDERS = 4
-# How long stopped builder threads get to notice that their processes were killed.
-STOP_WAIT_S = 10.0
 
 _PENDING, _RUNNING, _CLAIMED = "pending", "running", "claimed"
 
@@ -177,13 +175,7 @@ class BuildAhead:
         self._stopping.set()
         with self._changed:
             self._changed.notify_all()
-        for pool in self.pools:
-            with contextlib.suppress(Exception):
-                pool.kill(for_good=True)
-        deadline = time.monotonic() + STOP_WAIT_S
-        for thread in self._threads:
-            if thread.is_alive():
-                thread.join(max(0.0, deadline - time.monotonic()))
+        kill_and_join(self.pools, self._threads, for_good=True)
         for pool in self.pools:
             with contextlib.suppress(Exception):
                 pool.close(graceful=False)

@@ -16,7 +16,6 @@ every GPU is out become ``error`` rows naming the reason.
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,14 +25,12 @@ import attrs
 
 from apex_core.plan import PlannedCell
 from apex_core.results import CellResult, DeviceInfo, DeviceUse
-from apex_core.workers import WorkerStartError
+from apex_core.workers import WorkerStartError, kill_and_join
 
 # Failed worker starts in a row after which a GPU leaves the rotation.
 MAX_START_FAILURES = 2
 # How often the run's main thread wakes while slots work (Ctrl-C is handled there).
 JOIN_POLL_S = 0.1
-# How long stopped slots get to notice that their workers were killed.
-STOP_WAIT_S = 10.0
 
 CellCallback = Callable[[int, int, PlannedCell, CellResult | None], None]
 
@@ -191,13 +188,7 @@ def run_slots(states: Sequence[SlotState], book: CellBook, run_cell: RunCell) ->
 def stop(states: Sequence[SlotState], book: CellBook, threads: Sequence[threading.Thread]) -> None:
     """Stop every slot: no new cells, and each running worker killed (with its helpers)."""
     book.stopping.set()
-    for state in states:
-        if state.pool is not None:
-            with contextlib.suppress(Exception):
-                state.pool.kill()
-    deadline = time.monotonic() + STOP_WAIT_S
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    kill_and_join([state.pool for state in states], threads)
 
 
 def retired_reason(states: Sequence[SlotState]) -> str:

@@ -19,7 +19,9 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -148,20 +150,20 @@ class WorkerPool:
             raise WorkerStartError(f"the GPU failed the worker's self-test: {payload}")
         output.unlink()  # the worker holds it open; nothing is left on disk whatever happens
 
-    def _kill_group(self) -> None:
-        """SIGKILL the worker and every process still in its group (helpers a backend started)."""
-        pid = self._process.pid
+    @staticmethod
+    def _kill_group(process: Any) -> None:
+        """SIGKILL a worker and every process still in its group (helpers a backend started)."""
         try:
-            os.killpg(pid, signal.SIGKILL)  # the worker called setsid(): its group id is its pid
+            os.killpg(process.pid, signal.SIGKILL)  # the worker called setsid(): its group id is its pid
         except (ProcessLookupError, PermissionError):
             with contextlib.suppress(ProcessLookupError):
-                self._process.kill()  # it died before setsid(), or the group is empty
+                process.kill()  # it died before setsid(), or the group is empty
 
     def _discard(self) -> None:
         # The group is killed before the worker is reaped, so its pid (the group id)
         # cannot have been reused by then.
         if self._process is not None:
-            self._kill_group()
+            self._kill_group(self._process)
             self._process.join(EXIT_WAIT_S)
         if self._conn is not None:
             self._conn.close()
@@ -274,10 +276,9 @@ class WorkerPool:
         """
         if for_good:
             self._stopped = True
-        process = self._process
+        process = self._process  # read once: the pool's own thread may replace it meanwhile
         if process is not None and process.pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            self._kill_group(process)
 
     def close(self, graceful: bool = True) -> None:
         """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""
@@ -288,6 +289,24 @@ class WorkerPool:
             except (BrokenPipeError, OSError):
                 pass
         self._discard()
+
+
+# How long the threads driving killed pools get, in all, to notice it and end.
+STOP_WAIT_S = 10.0
+
+
+def kill_and_join(pools: Iterable[WorkerPool | None], threads: Iterable[threading.Thread],
+                  for_good: bool = False) -> None:
+    """Kill each pool's worker with its helpers (``WorkerPool.kill``), then join the threads that
+    drive them, ``STOP_WAIT_S`` for all of them together (a thread never started is skipped)."""
+    for pool in pools:
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.kill(for_good=for_good)
+    deadline = time.monotonic() + STOP_WAIT_S
+    for thread in threads:
+        if thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def pool_prober(pool: WorkerPool, timeout_s: float) -> Prober:
