@@ -66,7 +66,7 @@ def _kept(plugins: bytes, env: dict[str, str], probe_timeout_s: float, plan: Any
     if key not in _KEPT:
         registry = Registry.discover()
         registry.add_in_memory(plugins)
-        pool = WorkerPool(registry.in_memory_blob(), env=env, self_test=self_test)
+        pool = WorkerPool(plugins, env=env, self_test=self_test)  # the blob the registry was just given
         _KEPT[key] = (registry, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
                                              plan.options_for))
     return _KEPT[key]
