@@ -12,7 +12,6 @@ gates it exactly as a suite run is gated.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -43,7 +42,7 @@ from apex_core.engine.sweep import (
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
-from apex_core.report.writer import atomic_write_text
+from apex_core.report.writer import atomic_write_text, record_json
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
 from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 
@@ -118,8 +117,7 @@ class _Recorder:
 
     def write(self, status: str) -> Report:
         report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
-        atomic_write_text(self.json_path, json.dumps(sweep_record(report), indent=2, default=str,
-                                                     allow_nan=False) + "\n")
+        atomic_write_text(self.json_path, record_json(sweep_record(report)) + "\n")
         atomic_write_text(self.md_path, sweep_markdown(report))
         return report
 

@@ -98,8 +98,13 @@ def validate_report(record: dict[str, Any]) -> None:
     jsonschema.validate(record, report_schema())
 
 
+def record_json(record: dict[str, Any]) -> str:
+    """A report record as the JSON file holds it (no NaN or infinity: the schema's numbers)."""
+    return json.dumps(record, indent=2, default=str, allow_nan=False)
+
+
 def report_json(report: Report) -> str:
-    return json.dumps(report_record(report), indent=2, default=str, allow_nan=False)
+    return record_json(report_record(report))
 
 
 def html_output(text: str | None, *others: Path) -> Path | None:
@@ -139,25 +144,27 @@ class ReportWriter:
         self.failure = ""
 
     def write(self, report: Report) -> None:
+        record = None  # built once, for the JSON and the HTML alike
         try:
             if self.json_path is not None:
-                text = json.dumps(self.record(report), indent=2, default=str, allow_nan=False)
-                atomic_write_text(self.json_path, text + "\n")
+                record = self.record(report)
+                atomic_write_text(self.json_path, record_json(record) + "\n")
             if self.markdown_path is not None:
                 link = markdown_link(self.markdown_path, self.html_path) if self.html_path else ""
                 atomic_write_text(self.markdown_path, self.markdown(report) + link)
         except OSError as exc:
             self.failure = f"could not write {exc.filename or self.json_path}: {exc.strerror or exc}"
         if self.html_path is not None and report.status != "running":
-            self._write_html(report)
+            self._write_html(report, record)
 
-    def _write_html(self, report: Report) -> None:
+    def _write_html(self, report: Report, record: dict[str, Any] | None) -> None:
         from apex_core.report.html import ReportInputs, RunInput, write_html
 
         assert self.html_path is not None
         label = str(self.json_path) if self.json_path is not None else "this run"
         try:
-            write_html(self.html_path, ReportInputs(runs=(RunInput("run0", label, self.record(report)),)))
+            record = record if record is not None else self.record(report)
+            write_html(self.html_path, ReportInputs(runs=(RunInput("run0", label, record),)))
         except OSError as exc:
             self.failure = f"could not write {exc.filename or self.html_path}: {exc.strerror or exc}"
         except Exception as exc:  # the JSON and Markdown are written; a rendering bug must not lose them
