@@ -18,7 +18,7 @@ from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
-from apex_core.engine.sweep import SweepPlan, choose_runtime, filed, plan_sweep
+from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError
@@ -134,13 +134,12 @@ def _configure_logging(log_path: Path) -> None:
 class _IncrementalReport:
     """Keeps the finished cells and rewrites the report files after each one.
 
-    With ``model`` (a model file run as it is) the ``engine`` workload's cells are filed under
-    the model's name, as a sweep files them.
+    With ``model`` (a model file run as it is) the report is the sweep's; its cells arrive
+    filed under the model's name (``sweep.filed_callback``).
     """
 
     def __init__(self, plan: Plan, registry: Registry, env: dict[str, Any], writer: ReportWriter,
                  progress: Progress, model: SweepPlan | None = None) -> None:
-        self.model = model
         # a model's run is a sweep of one case: its report and baselines are the sweep's
         suite = "apex-bench" if model is None else SWEEP_SUITE
         self.base = Report(suite=suite, timestamp_utc=utc_now(), environment=env,
@@ -152,9 +151,6 @@ class _IncrementalReport:
         self.writer.write(self.base)
 
     def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
-        if self.model is not None:
-            cell = attrs.evolve(cell, case=attrs.evolve(cell.case, workload=self.model.name))
-            result = None if result is None else filed(self.model, result)
         if result is not None:
             self.cells[index] = result
             self.write("running")
@@ -235,7 +231,9 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
             recorder = _IncrementalReport(plan, registry, env, writer, progress, model)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
-                                  environment=env, on_cell=recorder, probe_timeout_s=args.probe_timeout,
+                                  environment=env, probe_timeout_s=args.probe_timeout,
+                                  # a model's cells reach the recorder filed under the model's name
+                                  on_cell=recorder if model is None else filed_callback(model, recorder),
                                   devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor,
                                   build_workers=scale.build_workers)
             except KeyboardInterrupt as stop:

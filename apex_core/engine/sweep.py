@@ -257,6 +257,16 @@ def empty_report(sweep: SweepPlan, environment: dict[str, Any] | None = None) ->
                   triton_autotune=summarize_autotune(()))
 
 
+def filed_callback(sweep: SweepPlan, on_cell: CellCallback) -> CellCallback:
+    """``on_cell`` fed each planned cell and result filed under the sweep's name, not ``engine``."""
+
+    def callback(index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
+        named = attrs.evolve(cell, case=attrs.evolve(cell.case, workload=sweep.name))
+        on_cell(index, total, named, None if result is None else filed(sweep, result))
+
+    return callback
+
+
 def run_sweep(sweep: SweepPlan, *, isolation: str = "process", environment: dict[str, Any] | None = None,
               on_cell: CellCallback | None = None) -> Report:
     """Run every case through the normal runner and return the finished report (no files written).
@@ -264,11 +274,6 @@ def run_sweep(sweep: SweepPlan, *, isolation: str = "process", environment: dict
     ``on_cell`` sees each result already filed under the sweep's name.
     """
 
-    def filed_callback(index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
-        if on_cell is not None:
-            named = attrs.evolve(cell, case=attrs.evolve(cell.case, workload=sweep.name))
-            on_cell(index, total, named, None if result is None else filed(sweep, result))
-
-    report = run_plan(sweep.plan, sweep.registry, isolation=isolation, suite=SUITE,
-                      environment=environment, on_cell=filed_callback)
+    report = run_plan(sweep.plan, sweep.registry, isolation=isolation, suite=SUITE, environment=environment,
+                      on_cell=filed_callback(sweep, on_cell) if on_cell is not None else None)
     return attrs.evolve(report, config=sweep.config(), cells=tuple(filed(sweep, c) for c in report.cells))
