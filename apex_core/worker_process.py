@@ -82,6 +82,19 @@ def _capture_stderr(output_path: str) -> None:
 UNFIT = "unfit"
 
 
+def take_back_sigint() -> None:
+    """Unblock SIGINT, dropping one that arrived while the worker was starting.
+
+    That one was the run's Ctrl-C, sent to the terminal's whole group before this process
+    left it; the run handles it. Setting SIG_IGN discards a pending signal (POSIX), then the
+    handler the process had is put back.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, handler if handler is not None else signal.default_int_handler)
+
+
 def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b"",
                 env: dict[str, str] | None = None, self_test: bool = False, niceness: int = 0) -> None:
     """Entry point of the worker process: load plugins once, then serve requests until told to stop.
@@ -94,6 +107,7 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     """
     os.environ.update(env or {})
     os.setsid()  # its own process group: the run can kill it with every helper it started
+    take_back_sigint()  # started with it blocked (workers.start_shielded)
     if niceness:
         with contextlib.suppress(OSError):
             os.nice(niceness)

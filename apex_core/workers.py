@@ -131,7 +131,7 @@ class WorkerPool:
         process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins,
                                                               self._env, self._self_test, self._niceness),
                                     daemon=True, name=self._name)
-        process.start()
+        start_shielded(process)
         child.close()
         self._process, self._conn, self._output = process, parent, output
         if not parent.poll(WORKER_START_TIMEOUT_S):
@@ -289,6 +289,25 @@ class WorkerPool:
             except (BrokenPipeError, OSError):
                 pass
         self._discard()
+
+
+def start_shielded(process: Any) -> None:
+    """Start a worker process with SIGINT blocked; it unblocks it once in its own process group.
+
+    A Ctrl-C reaches the terminal's whole foreground group, so a worker still starting up
+    (before its ``setsid()``) would die of it with a KeyboardInterrupt traceback on the run's
+    stderr. The run handles the Ctrl-C itself and kills its workers. The mask is per thread
+    and the child inherits it through fork and exec, so this works from any thread.
+    """
+    from multiprocessing import resource_tracker
+
+    # the spawn start method starts this helper on first use, and unblocks SIGINT after it
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 # How long the threads driving killed pools get, in all, to notice it and end.
