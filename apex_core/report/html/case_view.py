@@ -8,7 +8,7 @@ from typing import Any
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
-from apex_core.report.html.svg import Scale, esc, open_plot, x_axis
+from apex_core.report.html.svg import Scale, esc, open_plot, sortable_table, x_axis
 
 WIDTH = 900
 LABEL_RIGHT = 150  # backend names end here
@@ -146,8 +146,7 @@ def numbers_table(group: CaseGroup) -> str:
             )
             + "</tr>"
         )
-    header = "".join(f'<th data-sort="{i}">{esc(h)}</th>' for i, h in enumerate(head))
-    return f'<table class="sortable"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return sortable_table(head, rows)
 
 
 def case_section(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str, str]) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.report.html.cells import Cell
-from apex_core.report.html.svg import esc
+from apex_core.report.html.svg import esc, sortable_table
 
 # the order a reader acts on them: what is broken first, then what could not run
 STATUS_RANK = {"incorrect": 0, "crashed": 1, "timeout": 2, "error": 3, "skipped": 4}
@@ -19,7 +19,7 @@ def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
     if not untimed:
         parts.append('<p class="none">Every cell ran and was timed.</p>')
     else:
-        rows = "".join(
+        rows = (
             f'<tr class="status-{esc(c.status)}"><td>{esc(c.record["workload"])}</td>'
             f'<td>{esc(c.record["case"])}</td>'
             f"<td>{esc(c.backend)}</td><td>{esc(c.record['dtype'])}</td><td>{esc(c.status)}"
@@ -27,14 +27,7 @@ def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
             f'<td class="reason">{esc(c.record.get("reason") or "no reason recorded")}</td></tr>'
             for c in untimed
         )
-        parts.append(
-            '<table class="sortable"><thead><tr>'
-            + "".join(
-                f'<th data-sort="{i}">{h}</th>'
-                for i, h in enumerate(("workload", "case", "backend", "dtype", "status", "reason"))
-            )
-            + f"</tr></thead><tbody>{rows}</tbody></table>"
-        )
+        parts.append(sortable_table(("workload", "case", "backend", "dtype", "status", "reason"), rows))
     if plugins:
         parts.append(
             "<h3>Plugins that failed to load</h3><ul>"

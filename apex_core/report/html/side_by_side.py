@@ -14,7 +14,7 @@ from apex_core.baseline.verdict import judge, metric_seed
 from apex_core.report.html.cells import Cell, report_cells
 from apex_core.report.html.inputs import RunInput
 from apex_core.report.html.numbers import Q, data_attrs, judged, number
-from apex_core.report.html.svg import Scale, esc, open_plot, x_axis
+from apex_core.report.html.svg import Scale, esc, open_plot, sortable_table, x_axis
 
 VERDICT_CSS = {"slower": "bad", "faster": "good", "same": "same", "inconclusive": "unclear"}
 
@@ -114,10 +114,7 @@ def side_by_side_section(a: RunInput, b: RunInput) -> str:
         if differences
         else ""
     )
-    head = "".join(
-        f'<th data-sort="{i}">{h}</th>'
-        for i, h in enumerate(("cell", "A p50 ms", "B p50 ms", "B / A", "verdict", "95 % interval of B / A"))
-    )
+    head = ("cell", "A p50 ms", "B p50 ms", "B / A", "verdict", "95 % interval of B / A")
     name = f"{a.doc}-vs-{b.doc}"
     return (
         f'<section class="compare" id="compare-{name}"><h2>A vs B</h2><p class="caption">A is '
@@ -125,7 +122,7 @@ def side_by_side_section(a: RunInput, b: RunInput) -> str:
         f"</code> ({esc(b.record.get('timestamp_utc', '?'))}). The verdict bootstraps the p50 ratio from both "
         f"runs' raw samples, as the gate does.</p>{warn}"
         f'<div class="figure">{_ratio_plot(plotted, name)}</div>'
-        f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows_html)}</tbody></table>'
+        + sortable_table(head, rows_html)
         + (f'<p class="note">Only in A: {esc(", ".join("/".join(k) for k in only))}</p>' if only else "")
         + "</section>"
     )

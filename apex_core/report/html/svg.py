@@ -25,6 +25,12 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def sortable_table(headers: Iterable[str], rows: Iterable[str]) -> str:
+    """A table the page's script sorts by a click on a header; ``rows`` are whole ``<tr>`` elements."""
+    head = "".join(f'<th data-sort="{i}">{esc(h)}</th>' for i, h in enumerate(headers))
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
 def backend_colours(backends: Iterable[str], reference: str) -> dict[str, str]:
     """One colour per backend, the reference always grey, the others in order of first appearance."""
     colours: dict[str, str] = {}

@@ -19,7 +19,7 @@ from apex_core.baseline.model import Baseline, metric_name
 from apex_core.history import SeriesPoint, change_points
 from apex_core.report.html.inputs import HistoryInput
 from apex_core.report.html.numbers import Q, data_attrs, history_src, number, pointer
-from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, y_axis
+from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, sortable_table, y_axis
 
 WIDTH, HEIGHT = 900, 240
 LEFT, RIGHT, TOP, BOTTOM = 70, 880, 28, 200
@@ -129,25 +129,12 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
             f"</span> {number(at('verdict_ratio'), 'x')}</td><td>[{number(at('ci_low'))}, "
             f'{number(at("ci_high"))}]</td><td class="reason">{esc(check.get("reason") or "")}</td></tr>'
         )
-    head = "".join(
-        f'<th data-sort="{i}">{h}</th>'
-        for i, h in enumerate(
-            (
-                "metric",
-                "rule",
-                "baseline ms",
-                "allowed max ms",
-                "current ms",
-                "verdict",
-                "95 % interval",
-                "reason",
-            )
-        )
-    )
+    head = ("metric", "rule", "baseline ms", "allowed max ms", "current ms", "verdict", "95 % interval",
+            "reason")
     status = esc(str(gate.get("status", "?")).upper())
     return (
         f"<h3>Gate: {status} (<code>{esc(label)}</code>, {esc(gate.get('timestamp_utc', '?'))})</h3>"
-        f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        + sortable_table(head, rows)
     )
 
 
