@@ -42,7 +42,7 @@ def render_html(inputs: ReportInputs) -> str:
     colours = backend_colours(backends, REFERENCE_BACKEND)
     groups = case_groups(cells)
     timed_groups = [g for g in groups if any(c.timed for c in g.cells)]
-    compares = [side_by_side_section(other, subject) for other in inputs.runs[:-1]]
+    compares = [side_by_side_section(other, subject, cells) for other in inputs.runs[:-1]]
     nav = [
         '<a href="#top">environment</a>',
         '<a href="#cases">per case</a>',

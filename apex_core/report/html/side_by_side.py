@@ -7,6 +7,8 @@ ratio lies beyond 1 +- 2 %, ``inconclusive`` when it cannot tell.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.io import gate_environment_key
 from apex_core.baseline.model import metric_name
@@ -78,9 +80,9 @@ def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name
     return "".join(parts) + "</svg>"
 
 
-def side_by_side_section(a: RunInput, b: RunInput) -> str:
+def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> str:
+    """Run ``a`` against ``b``, the report's subject, whose cells (``report_cells``) the page has already."""
     cells_a = {c.key: c for c in report_cells(a.doc, a.record)}
-    cells_b = report_cells(b.doc, b.record)
     rows_html, plotted = [], []
     for cell in cells_b:
         other = cells_a.get(cell.key)

@@ -91,8 +91,9 @@ def trend_plot(
             )
         xy = [(LEFT + position[p.run_id] * step, ys(p.value)) for p in series]
         parts.append(polyline(xy, colour))
+        first = series[0]  # one line is one cell's series: its key, for every point and change
+        cell = f"{first.workload}/{first.case}/{first.backend}/{first.dtype}/{first.device}"
         for p, (x, y) in zip(series, xy, strict=True):
-            cell = f"{p.workload}/{p.case}/{p.backend}/{p.dtype}/{p.device}"
             parts.append(
                 f'<circle data-mark="point" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}" '
                 f"{data_attrs(Q(p.value, history_src(p.run_id, cell, 'p50_ms')))}><title>run {p.run_id} "
