@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from apex_core.engine.runtime import EngineModel
+from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.shape_case import Shape, ShapeCase, resolve_case
 from apex_core.errors import UsageError
 
@@ -50,8 +50,7 @@ def check_reference(path: str | Path, model: EngineModel, cases: Sequence[Mappin
     """Raise ``UsageError`` unless the reference can check ``model`` at every case's resolved shapes."""
     reference = Path(path)
     where = f"{FLAG} {reference}"
-    if not reference.is_file():
-        raise UsageError(f"{where}: file not found" if not reference.exists() else f"{where}: not a file")
+    require_file(reference, where)
     if reference.suffix.lower() != ".onnx":
         raise UsageError(f"{where}: expected an ONNX model (.onnx), run under onnxruntime on the CPU")
     if cell_dtype not in CHECKED_DTYPES:

@@ -9,14 +9,22 @@ every call, so the runner can refresh inputs in place between checks).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from apex_core.engine.tensor_spec import TensorSpec
+from apex_core.errors import UsageError
 
 if TYPE_CHECKING:
     import torch
+
+
+def require_file(path: Path, where: str) -> None:
+    """A usage error unless ``path`` is an existing file; ``where`` opens the message (flag and path)."""
+    if not path.is_file():
+        raise UsageError(f"{where}: file not found" if not path.exists() else f"{where}: not a file")
 
 
 @attrs.frozen

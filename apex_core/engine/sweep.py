@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.engine.runtime import EngineModel
+from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.shape_case import ShapeCase, key_safe, parse_shape_case, resolve_case
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.errors import UsageError, first_line
@@ -202,9 +202,7 @@ def plan_sweep(engine: str | Path, cases: Sequence[str | ShapeCase], *, runtime:
     if timeout_s <= 0:
         raise UsageError(f"timeout must be positive, got {timeout_s}")
     engine = Path(engine)
-    if not engine.is_file():
-        raise UsageError(f"{flag} {engine}: file not found" if not engine.exists()
-                         else f"{flag} {engine}: not a file")
+    require_file(engine, f"{flag} {engine}")
     runtime = choose_runtime(engine, runtime, flag)
     engine_format, default_backend = RUNTIMES[runtime]
     device = device or ("cuda" if runtime == "tensorrt" else "cpu")
