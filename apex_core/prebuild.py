@@ -16,6 +16,9 @@ happened and ``warm_time_s`` how long the builder spent. A worker that reaches a
 builder is still warming waits for that builder (at most until the builder's timeout
 kills it): the builder started first, so waiting is never much slower than starting
 over, and two processes compiling the same kernels would only slow each other down.
+A free worker first takes a cell that is ready, though (no build, or its build done),
+and comes back to the one being built only when none is: one torch.compile build of
+ff-infer held a GPU idle for 29 s before this (docs/perf.md, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -144,6 +147,17 @@ class BuildAhead:
             if self._state[index] != _CLAIMED:  # a cell its worker gave up on waiting for stays taken
                 self._state[index] = outcome
             self._changed.notify_all()
+
+    def building(self, index: int) -> bool:
+        """True while a builder has still to finish cell ``index`` (queued for one, or warming it).
+
+        A slot passes such a cell over while another is ready (``CellBook.defer``), so a GPU
+        times cells that need no build, or whose build is done, instead of idling behind a
+        long compile.
+        """
+        with self._changed:
+            return self._state.get(index) in (_PENDING, _RUNNING) and not self._stopping.is_set() \
+                and any(thread.is_alive() for thread in self._threads)
 
     def claim(self, cell: Any, wait: bool = True) -> Prebuild | None:
         """Take ``cell`` from the builders before its worker runs it; None when it is not warmable.

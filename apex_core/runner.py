@@ -152,6 +152,7 @@ def run_plan(
     else:
         states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
         ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
+        book.defer = ahead.building
         try:
             ahead.start()
             # an inline run gets the workers' environment (the compile caches) here, then restored

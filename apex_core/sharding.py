@@ -1,8 +1,9 @@
 """Shard a run's cells over its workers: one worker per GPU, each free worker takes the next cell.
 
 A *slot* is one place cells run: the one worker of a plain run, or, with ``--devices``,
-a worker pinned to one card. Each slot takes cells from one shared queue in plan order
-and runs them one at a time, so cells on one GPU never overlap; several GPUs run in
+a worker pinned to one card. Each slot takes cells from one shared queue in plan order,
+passing over cells whose builds are not finished while a ready one waits (see
+``apex_core.prebuild``), and runs them one at a time, so cells on one GPU never overlap; several GPUs run in
 parallel, one thread per slot driving its worker process. The results are kept in plan
 order whatever order they finish in, and each is stamped with its card and with the
 time it waited for a worker.
@@ -84,13 +85,20 @@ class CellBook:
         self._on_cell = on_cell
         self.started = time.perf_counter()
         self.stopping = threading.Event()
+        # a free slot passes over a cell this says is not ready yet, while another one is
+        self.defer: Callable[[int], bool] = lambda _index: False
 
     def take(self) -> int | None:
-        """The index of the next cell to run, announced to the callback; None when none is left."""
+        """The index of the next cell to run, announced to the callback; None when none is left.
+
+        The first queued cell that ``defer`` does not hold back (a cell whose compile caches
+        a builder has still to fill), or the first queued cell when every one is held back.
+        """
         with self._lock:
             if self.stopping.is_set() or not self._pending:
                 return None
-            index = self._pending.popleft()
+            index = next((i for i in self._pending if not self.defer(i)), self._pending[0])
+            self._pending.remove(index)
             if self._on_cell:
                 self._on_cell(index, len(self.cells), self.cells[index], None)
             return index

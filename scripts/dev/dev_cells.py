@@ -12,8 +12,13 @@ from apex_core.registry import Registry
 
 def triton_cell(workload_name: str = "tilepack", profile: str = "fixed") -> Callable[[], Any]:
     """The triton backend's callable for the first case of ``workload_name``, fp16, seed 0."""
+    return backend_cell("triton", workload_name, profile)
+
+
+def backend_cell(backend_name: str, workload_name: str, profile: str = "fixed") -> Callable[[], Any]:
+    """``backend_name``'s callable for the first case of ``workload_name``, fp16, seed 0."""
     registry = Registry.discover()
-    backend, workload = registry.backends["triton"], registry.workloads[workload_name]
+    backend, workload = registry.backends[backend_name], registry.workloads[workload_name]
     backend.configure({})
     case = workload.cases(workload.make_params(profile))[0]
     inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)

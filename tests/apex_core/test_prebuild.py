@@ -60,6 +60,20 @@ def test_a_cell_is_waited_for_while_warming_and_kept_from_builders_once_claimed(
     assert stamped.metadata == {"k": 1, "prebuild": {"state": "warmed", "waited_s": round(got.waited_s, 3)}}
 
 
+def test_a_cell_counts_as_building_until_its_builder_finishes_or_its_worker_claims_it():
+    cells = [object(), object(), object()]
+    GatedPool.gate.clear()
+    ahead = BuildAhead(cells, [True, False, True], lambda index: index, 1, [{}], 5.0, make_pool=GatedPool)
+    ahead.start()
+    assert not ahead.building(1)  # no hook: ready at once
+    assert ahead.building(0) and ahead.building(2)  # being warmed, and queued behind it
+    GatedPool.gate.set()
+    ahead.claim(cells[0])  # waits for the builder
+    assert not ahead.building(0)
+    ahead.close()
+    assert not ahead.building(2)  # the builders are gone: nothing is worth waiting for
+
+
 def test_no_builders_no_process_and_no_record():
     ahead = BuildAhead([object()], [True], lambda index: index, 0, [{}], 5.0, make_pool=GatedPool)
     ahead.start()

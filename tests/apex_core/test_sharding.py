@@ -93,6 +93,29 @@ def test_two_slots_share_one_queue_never_overlap_on_a_card_and_keep_plan_order()
     assert all(r.wait_time_s is not None and r.wait_time_s >= 0 for r in results)
 
 
+def test_a_free_slot_takes_a_ready_cell_before_one_still_being_built_and_results_keep_plan_order():
+    book = CellBook(_cells(4))
+    building = {0, 2}  # cells a builder has still to finish
+    book.defer = lambda index: index in building
+    ran = []
+
+    def run_cell(state, cell):
+        ran.append(cell.case.name)
+        building.discard(3 - len(ran))  # builds finish as the run goes on: cell 2 after the first cell
+        return _ok(cell)
+
+    run_slots([SlotState(Slot(CARDS[0]), None, None)], book, run_cell)
+    # c1 was ready; then c2's build was done; c0 (still deferred) and c3 follow in plan order
+    assert ran == ["c1", "c2", "c3", "c0"]
+    assert [r.case for r in book.results()] == ["c0", "c1", "c2", "c3"]
+
+
+def test_when_every_queued_cell_is_still_being_built_the_first_is_taken():
+    book = CellBook(_cells(3))
+    book.defer = lambda index: True
+    assert [book.take(), book.take(), book.take(), book.take()] == [0, 1, 2, None]
+
+
 def test_a_card_whose_worker_keeps_failing_to_start_leaves_the_rotation_and_its_cells_move_on():
     book = CellBook(_cells(6))
     good, bad = (SlotState(Slot(card), None, None) for card in CARDS[:2])
