@@ -25,6 +25,7 @@ from apex_core.correctness import (
 )
 from apex_core.cpu_memory import RssPeak
 from apex_core.cuda_timer import measure_cuda
+from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import (
@@ -246,6 +247,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     record: dict[str, Any] = {}
     status, reason, log = Status.OK, "", ""
     skip_kind: SkipKind | None = None
+    release_cached_blocks(spec.device)  # where the cells before it left memory must not matter
     before = process_state.capture()
     try:
         case = Case(spec.workload, spec.case, workload.params_type(**spec.params))

@@ -39,6 +39,23 @@ def allocated_mb(device: str) -> float | None:
     return torch.cuda.memory_allocated() / 2**20
 
 
+def release_cached_blocks(device: str) -> None:
+    """Give torch's cached device blocks back before a cell, so its buffers come from fresh allocations.
+
+    Otherwise a cell's inputs, outputs and flush buffer land in blocks the cells before it
+    left in the cache, and where they land moved a short kernel's time: on an H100 the
+    triton tilepack cell read 1.3 us net right after the torch-compile cell of the same
+    workload in the same process and 2.5 us after any other cell or alone; with the cache
+    emptied before each cell, 2.5 us after both (docs/perf.md, 2026-11-27).
+    """
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def unfit_after_cell(device: str, before_mb: float | None) -> str:
     """Why this worker must not run the next cell ("" when it may): a CUDA error, or a leak."""
     if before_mb is None or not device.startswith("cuda"):

@@ -5,11 +5,13 @@
 # and a per-cell p50 comparison against the warm one-GPU run (within 5 %?), under OUT.
 #   bash scripts/gpu_scale_check.sh OUT [PART]
 # PART: one (one GPU, empty then warm caches), all (--devices all, the same), ray (--executor ray,
-# warm), compare (the tables), or every part in turn (the default). A fresh one-GPU run took
+# warm), compare (the tables), bar (the bars of docs/scale.md in one call: --devices all with empty
+# caches, then one GPU and --executor ray with the caches it filled), or every part in turn (the
+# default). A fresh one-GPU run took
 # 292 s on an H100, so give each part a device command of its own when they might not fit in one.
 # Every run is bounded (timeout); results.tgz is rebuilt after each, so a cut-off call still
 # returns what finished. The runs' folder (/tmp/apex-gpu-scale) is kept between parts.
-OUT_DIR=${1:?usage: gpu_scale_check.sh OUT [one|all|ray|compare]}
+OUT_DIR=${1:?usage: gpu_scale_check.sh OUT [one|all|ray|compare|bar]}
 part=${2:-every}
 work=/tmp/apex-gpu-scale
 mkdir -p "$work" "$OUT_DIR"
@@ -50,7 +52,12 @@ if [ "$part" = all ] || [ "$part" = every ]; then
     echo "only $gpus GPU here: no --devices all run" | tee -a "$work/walls.txt"
   fi
 fi
-if [ "$part" = ray ] || [ "$part" = every ]; then
+if [ "$part" = bar ]; then
+  rm -rf "$work/cache"
+  [ "$gpus" -ge 2 ] && run all-fresh 300 --devices all
+  run one-warm 240 --devices 0
+fi
+if [ "$part" = ray ] || [ "$part" = every ] || [ "$part" = bar ]; then
   if python3 -c "import ray" 2>/dev/null; then
     # a local Ray instance on this host, started by apex-bench: one task per cell, num_gpus=1 each
     run ray-warm 360 --device cuda --executor ray

@@ -94,3 +94,41 @@ def test_a_cell_that_leaks_device_memory_or_leaves_a_cuda_error_makes_its_worker
     assert device_health.unfit_after_cell("cuda", 0.0) == (
         "the CUDA context reports an error after the cell (RuntimeError: CUDA error: an illegal memory access)")
     assert device_health.unfit_after_cell("cpu", None) == ""
+
+
+def test_every_cell_starts_with_torchs_cached_device_blocks_given_back(monkeypatch):
+    import torch
+
+    released = []
+    fake = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=lambda: released.append("cuda"))
+    monkeypatch.setattr(torch, "cuda", fake)
+    device_health.release_cached_blocks("cpu")
+    assert released == []  # nothing to give back off CUDA, and CUDA is not touched
+    device_health.release_cached_blocks("cuda")
+    assert released == ["cuda"]
+    fake.is_initialized = lambda: False  # a worker whose CUDA is not started yet: left alone
+    device_health.release_cached_blocks("cuda")
+    assert released == ["cuda"]
+
+
+def test_execute_cell_gives_the_cached_blocks_back_before_anything_of_the_cell_runs(monkeypatch):
+    from apex_core import cell as cell_module
+    from apex_core.cell import CellSpec, execute_cell
+    from apex_core.timing import TimingOptions
+    from tests.apex_core.fakes import Axpy, Eager
+
+    order = []
+    monkeypatch.setattr(cell_module, "release_cached_blocks", lambda device: order.append(("release", device)))
+    workload = Axpy()
+    shipped_make_inputs = workload.make_inputs
+
+    def make_inputs(*args, **kwargs):
+        order.append(("inputs",))
+        return shipped_make_inputs(*args, **kwargs)
+
+    monkeypatch.setattr(workload, "make_inputs", make_inputs)
+    spec = CellSpec("axpy", "small", "eager", "fp32", "cpu", {"n": 8}, 0,
+                    TimingOptions(warmup=1, min_iters=2, min_time_s=0.0, max_time_s=0.05))
+    result = execute_cell(workload, Eager(), spec)
+    assert result.status.value == "ok", result.reason
+    assert order[0] == ("release", "cpu") and ("inputs",) in order[1:]
