@@ -134,6 +134,7 @@ def clock_check() -> dict[str, Any]:
 
 def device_facts(device: str, full: bool = True) -> dict[str, Any]:
     """The figures for ``device``; ``full=False`` (a run's environment) skips the clock check."""
+    started = time.perf_counter()
     facts: dict[str, Any] = {"perf_counter_resolution_ns": perf_counter_resolution_ns()}
     if device != "cuda":
         facts["cuda_unavailable"] = "no CUDA device: GPU timers, copy bandwidth and NVML not measured"
@@ -150,6 +151,7 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
             facts["clock"] = clock_check()
         except Exception as exc:
             facts["clock"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+    facts["measured_in_s"] = round(time.perf_counter() - started, 3)  # a run waits this long for them
     return facts
 
 

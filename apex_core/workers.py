@@ -126,6 +126,7 @@ class WorkerPool:
         self._stopped = False  # set by kill(for_good=True)
 
     def _start(self) -> None:
+        started = time.perf_counter()
         output = WorkerOutput()
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, args=(child, output.path, os.getpid(), self._plugins,
@@ -149,6 +150,7 @@ class WorkerPool:
             self._discard()
             raise WorkerStartError(f"the GPU failed the worker's self-test: {payload}")
         output.unlink()  # the worker holds it open; nothing is left on disk whatever happens
+        log.debug("%s started in %.1f s", self._name, time.perf_counter() - started)
 
     @staticmethod
     def _kill_group(process: Any) -> None:
