@@ -11,6 +11,7 @@ measure and times only the CPU clock.
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Any
 
@@ -153,6 +154,40 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
             facts["clock"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
     facts["measured_in_s"] = round(time.perf_counter() - started, 3)  # a run waits this long for them
     return facts
+
+
+class BackgroundFacts:
+    """A run's ``device_facts``, measured in a thread into ``environment`` while its processes start.
+
+    The figures take seconds (5.5-5.9 s on an H100, docs/perf.md, 2026-11-27) and so do the
+    run's worker and builder processes; measured first, one waited for the other. Each slot
+    starts its worker and then ``wait``s for the figures before its first cell, so no cell
+    is timed while the device is measured.
+    """
+
+    def __init__(self, device: str, environment: dict[str, Any]) -> None:
+        self.device = device
+        self.environment = environment
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._measure, name="apex-bench-device-facts", daemon=True)
+
+    def start(self) -> BackgroundFacts:
+        self._thread.start()
+        return self
+
+    def _measure(self) -> None:
+        try:
+            self.environment["device_facts"] = device_facts(self.device, full=False)
+        except BaseException as exc:  # the run goes on without them, and says why
+            self.environment["device_facts"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+        finally:
+            self.done.set()
+
+    def wait(self, stopping: threading.Event | None = None, poll_s: float = 0.1) -> None:
+        """Until the figures are in (or the run stops): Ctrl-C still reaches a waiting main thread."""
+        while not self.done.wait(poll_s):
+            if stopping is not None and stopping.is_set():
+                return
 
 
 def advice(facts: dict[str, Any]) -> list[str]:

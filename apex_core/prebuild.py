@@ -43,19 +43,22 @@ log = logging.getLogger(__name__)
 
 # Builders run at this niceness: compiling must not take the CPU from the cell being timed.
 BUILDER_NICENESS = 10
-# At most this many builders by default, and at most half the host's cores (the other half
-# is left to the measuring worker and to the compilers' own helper processes).
+# At most this many builders per measuring GPU by default, and at most half the host's cores
+# (the other half is left to the measuring workers and to the compilers' own helper
+# processes). Two GPUs empty the queue twice as fast: with four builders for both, a fresh
+# two-GPU run's longest build (64 s) started only 27 s in, behind the builds of earlier cells
+# (docs/perf.md, 2026-11-27).
 DEFAULT_MAX_BUILDERS = 4
 
 _PENDING, _RUNNING, _CLAIMED = "pending", "running", "claimed"
 
 
-def default_build_workers(device: str, cpu_count: int | None = None) -> int:
+def default_build_workers(device: str, cpu_count: int | None = None, gpus: int = 1) -> int:
     """Builders of a run by default: none on the CPU (they would share the CPU being timed)."""
     if device != "cuda":
         return 0
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    return max(0, min(DEFAULT_MAX_BUILDERS, cores // 2))
+    return max(0, min(DEFAULT_MAX_BUILDERS * max(1, gpus), cores // 2))
 
 
 @attrs.frozen

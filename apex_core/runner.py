@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.devices import pinning_env
+from apex_core.doctor import BackgroundFacts
 from apex_core.environ import overlaid_environ
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
@@ -29,7 +32,7 @@ from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
 from apex_core.results import CellResult, DeviceInfo, DeviceUse, Report, SkipKind, Status
 from apex_core.sharding import CellBook, CellCallback, Slot, SlotState, retired_reason, run_slots
-from apex_core.workers import WorkerPool, pool_prober
+from apex_core.workers import WorkerPool, WorkerStartError, pool_prober
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,7 @@ def run_plan(
     worker_env: Mapping[str, str] | None = None,
     executor: Any = None,
     build_workers: int = 0,
+    measure_device_facts: bool = False,
 ) -> Report:
     """Run every cell of ``plan`` and return the immutable report.
 
@@ -125,6 +129,10 @@ def run_plan(
     ``executor`` (``apex_core.executors.ray_executor.RayExecutor``) runs the cells
     elsewhere instead. ``build_workers`` builder processes warm the compile caches of
     upcoming cells meanwhile (``apex_core.prebuild``; process isolation, no executor).
+    With ``measure_device_facts`` (the default when ``environment`` is None and no
+    executor is given) the device's figures (``apex_core.doctor.device_facts``) are
+    measured into the environment in a thread while the run's processes start, and no
+    slot takes a cell until they are in.
     ``on_cell(index, total, cell, result)`` is called with
     ``result=None`` before a cell starts and with its result once it is done; with
     several workers the calls come from their threads, one at a time.
@@ -138,6 +146,8 @@ def run_plan(
                          "used with --inline or --executor ray")
     timestamp = utc_now()
     configure_failures = configure_backends(plan, registry)
+    if environment is None and executor is None:
+        environment, measure_device_facts = capture_environment(plan.device, measure_device=False), True
     env = environment if environment is not None else capture_environment(plan.device)
     book = CellBook(plan.cells, on_cell)
     status = "interrupted"
@@ -153,6 +163,9 @@ def run_plan(
         states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
         ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
         book.defer = ahead.building
+        if measure_device_facts:
+            # measured while the processes start; no slot takes a cell until they are in
+            book.before_first = partial(_get_ready, facts=BackgroundFacts(plan.device, env).start(), book=book)
         try:
             ahead.start()
             # an inline run gets the workers' environment (the compile caches) here, then restored
@@ -202,6 +215,15 @@ def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] |
         states.append(SlotState(slot, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
                                                    plan.options_for)))
     return states
+
+
+def _get_ready(state: SlotState, facts: BackgroundFacts, book: CellBook) -> None:
+    """A slot's start: its worker starts while the device facts are measured, then it waits for them."""
+    if state.pool is not None:
+        # a worker that does not start here is started (and its failure counted) with the first cell
+        with contextlib.suppress(WorkerStartError):
+            state.pool.ensure_started()
+    facts.wait(book.stopping)
 
 
 def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,

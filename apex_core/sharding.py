@@ -87,6 +87,9 @@ class CellBook:
         self.stopping = threading.Event()
         # a free slot passes over a cell this says is not ready yet, while another one is
         self.defer: Callable[[int], bool] = lambda _index: False
+        # what each slot does before it takes its first cell (start its worker, wait until
+        # nothing else measures the device)
+        self.before_first: Callable[[SlotState], None] = lambda _state: None
 
     def take(self) -> int | None:
         """The index of the next cell to run, announced to the callback; None when none is left.
@@ -141,6 +144,7 @@ RunCell = Callable[[SlotState, PlannedCell], CellResult]
 
 def serve(state: SlotState, book: CellBook, run_cell: RunCell) -> None:
     """Run cells from ``book`` on one slot until none is left, the run stops or the slot retires."""
+    book.before_first(state)
     while not book.stopping.is_set():
         index = book.take()
         if index is None:

@@ -220,7 +220,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     if scale.build_workers:  # the report's config says how many builders ran
         plan = attrs.evolve(plan, extra_config={**plan.extra_config, "build_workers": scale.build_workers})
     try:
-        env = {**capture_environment(device, measure_device=scale.executor is None), **scale.environment()}
+        # the device's facts are measured by run_plan while its processes start
+        env = {**capture_environment(device, measure_device=False), **scale.environment()}
         if gate is not None:
             precheck_environment(gate, env, plan.config())
         _configure_logging(log_path)
@@ -235,7 +236,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
                                   # a model's cells reach the recorder filed under the model's name
                                   on_cell=recorder if model is None else filed_callback(model, recorder),
                                   devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor,
-                                  build_workers=scale.build_workers)
+                                  build_workers=scale.build_workers,
+                                  measure_device_facts=scale.executor is None)
             except KeyboardInterrupt as stop:
                 recorder.write("interrupted")
                 print(f"interrupted: partial report in {json_path}", flush=True)

@@ -82,12 +82,13 @@ def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
     return select_devices(wanted, host_gpus())
 
 
-def resolve_build_workers(args: Any, device: str) -> int:
-    """How many builder processes the run starts: ``--build-workers``, else the device's default."""
+def resolve_build_workers(args: Any, device: str, gpus: int = 1) -> int:
+    """How many builder processes the run starts: ``--build-workers``, else the default for the
+    device and the number of GPUs the run measures on."""
     wanted = getattr(args, "build_workers", None)
     in_process = args.inline or args.executor == "ray"
     if wanted is None:
-        return 0 if in_process else default_build_workers(device)
+        return 0 if in_process else default_build_workers(device, gpus=gpus)
     if wanted < 0:
         raise UsageError(f"--build-workers: {wanted} is not a number of processes; give 0 or more")
     if wanted and in_process:
@@ -101,7 +102,7 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
     devices = resolve_devices(args, device)
-    builders = resolve_build_workers(args, device)
+    builders = resolve_build_workers(args, device, gpus=len(devices) if devices else 1)
     executor = None
     if args.executor == "ray":
         if args.inline:

@@ -104,3 +104,11 @@ def test_rss_peak_falls_back_to_getrusage_without_the_reset(monkeypatch):
     peak = cpu_memory.RssPeak()
     assert peak.method == cpu_memory.RU_MAXRSS_DELTA
     assert peak.peak_mb() >= 0
+
+
+def test_a_run_without_a_given_environment_measures_the_device_facts_while_it_starts():
+    registry = Registry.from_objects([Eager()], [Axpy()])
+    report = run_plan(build_plan(registry, backends=["eager"], timing=FIXED), registry, isolation="inline")
+    facts = report.environment["device_facts"]
+    assert facts["perf_counter_resolution_ns"] > 0 and "cuda_unavailable" in facts
+    assert all(c.status == "ok" for c in report.cells)

@@ -58,3 +58,33 @@ def test_doctor_on_the_cpu_says_what_it_cannot_measure(device):
     assert facts["perf_counter_resolution_ns"] > 0 and "no CUDA device" in facts["cuda_unavailable"]
     lines = advice(facts)
     assert lines[0].startswith("CPU timer: perf_counter steps of") and "GPU timers" in lines[1]
+
+
+def test_device_facts_measured_in_the_background_land_in_the_environment_and_say_when():
+    import threading
+
+    from apex_core import doctor
+
+    env = {"device": "cpu"}
+    facts = doctor.BackgroundFacts("cpu", env).start()
+    facts.wait()
+    assert facts.done.is_set()
+    assert env["device_facts"]["perf_counter_resolution_ns"] > 0 and "cuda_unavailable" in env["device_facts"]
+
+    stopping = threading.Event()
+    stopping.set()
+    never = doctor.BackgroundFacts("cpu", {})  # not started: a stopping run does not wait for it
+    never.wait(stopping, poll_s=0.01)
+    assert not never.done.is_set()
+
+
+def test_a_failing_measurement_leaves_a_reason_not_a_hung_run(monkeypatch):
+    from apex_core import doctor
+
+    def broken(device, full=True):
+        raise RuntimeError("CUDA error: no device")
+
+    monkeypatch.setattr(doctor, "device_facts", broken)
+    env = {}
+    doctor.BackgroundFacts("cuda", env).start().wait()
+    assert env["device_facts"] == {"unavailable": "RuntimeError: CUDA error: no device"}

@@ -86,6 +86,8 @@ def test_the_default_number_of_builders():
     assert default_build_workers("cuda", 16) == 4
     assert default_build_workers("cuda", 2) == 1
     assert default_build_workers("cuda", 1) == 0
+    assert default_build_workers("cuda", 32, gpus=2) == 8  # two GPUs empty the queue twice as fast
+    assert default_build_workers("cuda", 12, gpus=2) == 6  # still at most half the cores
 
 
 def _args(**given):

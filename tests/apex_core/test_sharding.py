@@ -222,3 +222,27 @@ def test_an_unwritable_cache_folder_named_by_the_user_is_a_usage_error(tmp_path)
     blocker.write_text("")
     with pytest.raises(UsageError, match=f"{CACHE_ENV}="):
         compile_caches(environ={CACHE_ENV: str(blocker / "sub")})
+
+
+def test_each_slot_gets_ready_once_before_its_first_cell():
+    book = CellBook(_cells(4))
+    states = [SlotState(Slot(card), None, None) for card in CARDS[:2]]
+    events = []
+    lock = threading.Lock()
+
+    def before_first(state):
+        with lock:
+            events.append(("ready", state.slot.device.index))
+
+    def run_cell(state, cell):
+        with lock:
+            events.append(("cell", state.slot.device.index))
+        time.sleep(0.01)
+        return _ok(cell)
+
+    book.before_first = before_first
+    run_slots(states, book, run_cell)
+    for card in (0, 1):
+        mine = [kind for kind, index in events if index == card]
+        assert mine[0] == "ready" and mine.count("ready") == 1
+    assert len(book.results()) == 4
