@@ -76,8 +76,8 @@ def build_parser() -> OneLineParser:
         description="Write a baseline with one metric per statistic of the device's table per ok cell; "
         "given several reports of one build (three or more is the documented way), each value is the "
         "median over them. A metric fails when the bootstrap interval of current/baseline lies above "
-        "1 + min-effect (never below the runs' own spread), or beyond the hard cap value * (1 + ratio) "
-        "+ abs-ms. " + _defaults_text() + " See docs/baselines.md.",
+        "1 + min-effect (never below what the runs' own spread allows: 3 x spread / d2(runs)), or beyond "
+        "the hard cap value * (1 + ratio) + abs-ms. " + _defaults_text() + " See docs/baselines.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     emit.add_argument("--from", dest="sources", required=True, nargs="+", metavar="REPORT",
                       help="apex-bench JSON report(s) of one build and environment")

@@ -70,7 +70,17 @@ def test_the_runs_own_spread_raises_the_min_effect(tmp_path):
     runs = [gpu_report(tmp_path, f"r{i}.json", m, seed=i) for i, m in enumerate((0.010, 0.0108, 0.0100))]
     rule = emit_baseline(runs).metrics[P50].rule
     assert rule.run_spread == pytest.approx(0.08, rel=0.02)
-    assert rule.min_effect == pytest.approx(rule.run_spread)
+    # three standard deviations between runs, estimated from the range of three (d2 = 1.693)
+    assert rule.min_effect == pytest.approx(3 * rule.run_spread / 1.693, rel=1e-4)
+
+
+def test_the_spread_allowance_follows_the_number_of_runs():
+    from apex_core.baseline.emit import spread_allowance
+
+    assert spread_allowance(None, 3) == 0.0 and spread_allowance(0.05, 1) == 0.0
+    assert spread_allowance(0.038, 3) == pytest.approx(0.0673, abs=1e-4)  # the H100 fusiongate triple
+    assert spread_allowance(0.038, 2) > spread_allowance(0.038, 3) > spread_allowance(0.038, 10)
+    assert spread_allowance(0.038, 50) == spread_allowance(0.038, 10)  # the table's last row beyond it
 
 
 def test_min_effect_option_and_the_rule_round_trip_through_the_file(tmp_path, gpu_baseline):
