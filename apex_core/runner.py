@@ -143,7 +143,7 @@ def run_plan(
         raise UsageError("--inline runs every cell in this process: it cannot use --devices or --executor")
     if build_workers and (isolation == "inline" or executor is not None):
         raise UsageError("--build-workers starts builder processes beside the local workers: it cannot be "
-                         "used with --inline or --executor ray")
+                         "used with --inline, and under Ray the executor's build_workers says how many")
     timestamp = utc_now()
     configure_failures = configure_backends(plan, registry)
     if environment is None and executor is None:
@@ -226,12 +226,18 @@ def _get_ready(state: SlotState, facts: BackgroundFacts, book: CellBook) -> None
     facts.wait(book.stopping)
 
 
+def warmable_cells(cells: Sequence[PlannedCell], registry: Registry, configure_failures: Mapping[str, str]
+                   ) -> list[bool]:
+    """For each cell, whether a builder can fill its caches ahead (its backend has the hook)."""
+    return [cell.backend in registry.backends and cell.case.workload in registry.workloads
+            and cell.backend not in configure_failures and warms_caches(registry.backends[cell.backend])
+            for cell in cells]
+
+
 def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,
                  configure_failures: dict[str, str]) -> BuildAhead:
     """The run's builders (none when ``count`` is 0), sharing its cards' environments in turn."""
-    warmable = [cell.backend in registry.backends and cell.case.workload in registry.workloads
-                and cell.backend not in configure_failures and warms_caches(registry.backends[cell.backend])
-                for cell in book.cells]
+    warmable = warmable_cells(book.cells, registry, configure_failures)
     plugins = registry.in_memory_blob() if count else b""
     return BuildAhead(book.cells, warmable, lambda index: cell_spec(plan, book.cells[index]), count,
                       [state.slot.env for state in states], plan.timeout_s, plugins)

@@ -236,7 +236,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
                                   # a model's cells reach the recorder filed under the model's name
                                   on_cell=recorder if model is None else filed_callback(model, recorder),
                                   devices=scale.devices, worker_env=scale.caches.env, executor=scale.executor,
-                                  build_workers=scale.build_workers,
+                                  # under Ray the executor submits the warm tasks itself
+                                  build_workers=scale.build_workers if scale.executor is None else 0,
                                   measure_device_facts=scale.executor is None)
             except KeyboardInterrupt as stop:
                 recorder.write("interrupted")

@@ -29,8 +29,9 @@ def add_scale_args(parser: argparse.ArgumentParser) -> None:
     scale.add_argument("--build-workers", type=int, metavar="N",
                        help="builder processes that compile upcoming cells (Triton kernels, torch.compile "
                             "graphs) into the compile caches while each cell is timed alone on its GPU "
-                            "(default: min(4, cores/2) with --device cuda, 0 on the CPU, --inline or "
-                            "--executor ray)")
+                            "(default: min(4 x GPUs, cores/2) with --device cuda, 0 on the CPU or with "
+                            "--inline; under --executor ray, warm tasks at once, from the cluster's GPUs "
+                            "and CPUs)")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="run cells in worker processes here (local, default) or as tasks of a Ray "
                             "cluster (ray; needs the ray extra)")
@@ -82,18 +83,16 @@ def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
     return select_devices(wanted, host_gpus())
 
 
-def resolve_build_workers(args: Any, device: str, gpus: int = 1) -> int:
-    """How many builder processes the run starts: ``--build-workers``, else the default for the
-    device and the number of GPUs the run measures on."""
+def resolve_build_workers(args: Any, device: str, gpus: int = 1, cpus: int | None = None) -> int:
+    """How many builders the run starts: ``--build-workers``, else the default for the device,
+    the number of GPUs the run measures on and the CPUs it has (a Ray cluster's, under Ray)."""
     wanted = getattr(args, "build_workers", None)
-    in_process = args.inline or args.executor == "ray"
     if wanted is None:
-        return 0 if in_process else default_build_workers(device, gpus=gpus)
+        return 0 if args.inline else default_build_workers(device, cpus, gpus=gpus)
     if wanted < 0:
         raise UsageError(f"--build-workers: {wanted} is not a number of processes; give 0 or more")
-    if wanted and in_process:
-        raise UsageError("--build-workers starts builder processes beside the local workers: drop it with "
-                         + ("--inline" if args.inline else "--executor ray"))
+    if wanted and args.inline:
+        raise UsageError("--build-workers starts builder processes beside the workers: drop it with --inline")
     return int(wanted)
 
 
@@ -110,7 +109,10 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
         from apex_core.executors.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray_address, device)
-        executor.connect()
+        resources = executor.connect().resources
+        # the cluster's GPUs and CPUs, not this host's: warm tasks run on its nodes
+        executor.build_workers = builders = resolve_build_workers(
+            args, device, gpus=max(1, int(resources.get("GPU", 0))), cpus=int(resources.get("CPU", 1)))
     try:
         caches = compile_caches(fresh=args.fresh)
     except UsageError:

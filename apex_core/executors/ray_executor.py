@@ -8,10 +8,14 @@ Ray never puts two cells on one GPU at once. Results come back as they finish an
 through the run's callback, so the incremental report is written after each, and a
 killed driver leaves the report of what had finished. A task lost with its worker or its
 node is retried once by Ray; lost again, its cell is ``crashed`` with Ray's reason.
+With builders (``--build-workers``, 4 per GPU of the cluster by default), each warmable
+cell's compile caches are filled by a CPU-only warm task first, and its measuring task
+waits for that one: builds run in parallel, measurements alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import time
@@ -84,9 +88,11 @@ class RayExecutor:
 
     def __init__(self, address: str | None, device: str, *,
                  task_options: Mapping[str, Any] | None = None,
-                 init_options: Mapping[str, Any] | None = None) -> None:
+                 init_options: Mapping[str, Any] | None = None, build_workers: int = 0) -> None:
         self.address = address
         self.device = device
+        # warm tasks that may fill compile caches at once, ahead of the measuring tasks
+        self.build_workers = build_workers
         # the resources one cell's task asks for; tests may schedule CPU cells on fake GPUs
         self.task_options = dict(task_options) if task_options is not None else (
             {"num_gpus": 1} if device == "cuda" else {"num_cpus": 1})
@@ -153,21 +159,47 @@ class RayExecutor:
                         "task_options": dict(self.task_options), "nodes": self.facts.nodes},
                 "gpu": models[0] if self.device == "cuda" and models else None}
 
+    def warm_task_cpus(self) -> int:
+        """The CPUs one warm task asks for: at most ``build_workers`` of them run at once, and the
+        measuring tasks (one per GPU, or one on the CPU) keep theirs."""
+        assert self.facts is not None, "connect() first"
+        cpus = self.facts.resources.get("CPU", 1.0)
+        measuring = self.facts.resources.get("GPU", 0.0) if self.device == "cuda" else 1.0
+        return max(1, int((cpus - measuring) // max(1, self.build_workers)))
+
     def run(self, plan: Any, registry: Any, book: Any, configure_failures: dict[str, str],
             worker_env: dict[str, str], probe_timeout_s: float) -> tuple[DeviceUse, ...]:
-        """Submit every cell of ``book`` and record each result as it finishes."""
+        """Submit every cell of ``book`` and record each result as it finishes.
+
+        With ``build_workers``, a warmable cell (its backend has ``warm_caches``) first gets a
+        warm task, and its measuring task takes the warm task's result as an argument: Ray
+        starts it only once the cell is built, so the GPUs time the ready cells meanwhile
+        (build in parallel, measure alone, as ``apex_core.prebuild`` does on one host). The
+        caches are the node's, so a cell built on one node and measured on another is built
+        again there (a cluster sharing one cache folder, or one host, does not).
+        """
         if self._ray is None:
             self.connect()
         ray = self._ray
-        from apex_core.executors.ray_task import run_cell_task
+        from apex_core.executors.ray_task import run_cell_task, warm_cell_task
+        from apex_core.runner import warmable_cells
 
         task = ray.remote(run_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
                                                  **self.task_options)
+        warm = ray.remote(warm_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
+                                                  num_cpus=self.warm_task_cpus() if self.build_workers else 1)
+        warmable = warmable_cells(book.cells, registry, configure_failures) if self.build_workers else []
         plan_ref, plugins_ref = ray.put(plan), ray.put(registry.in_memory_blob())
         run_started = time.time()
         pending: dict[Any, int] = {}
+        warming: list[Any] = []
         while (index := book.take()) is not None:
-            ref = task.remote(plan_ref, index, plugins_ref, configure_failures, worker_env, probe_timeout_s)
+            warmed = None
+            if warmable and warmable[index]:
+                warmed = warm.remote(plan_ref, index, plugins_ref, worker_env)
+                warming.append(warmed)
+            ref = task.remote(plan_ref, index, plugins_ref, configure_failures, worker_env, probe_timeout_s,
+                              warmed)
             pending[ref] = index
         cards: dict[DeviceInfo, int] = {}
         try:
@@ -180,8 +212,9 @@ class RayExecutor:
                         cards[result.device_info] = cards.get(result.device_info, 0) + 1
                     book.finish(index, result)
         except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            for ref in [*pending, *warming]:
+                with contextlib.suppress(Exception):  # a finished warm task cannot be cancelled
+                    ray.cancel(ref, force=True)
             raise
         ordered = sorted(cards.items(), key=lambda item: item[0].label)
         return tuple(DeviceUse(card, count) for card, count in ordered)

@@ -1,11 +1,12 @@
 """The node's side of the Ray executor: one cell per task, run in a worker process on that node.
 
 A Ray task does what a slot does on one host (``apex_core.runner``): it probes the
-backend and runs the cell in a ``WorkerPool`` worker, so a cell that crashes or hangs
-is recorded as ``crashed`` or ``timeout`` exactly as it is locally, and the Ray worker
-itself survives it. The pool, the registry and the probes are kept in the Ray worker
-process between tasks (per GPU and settings), so a second cell on one node does not
-start Python and load every plugin again.
+backend and runs the cell in a ``WorkerPool`` worker, so a cell that crashes or hangs is
+recorded as ``crashed`` or ``timeout`` exactly as it is locally, and the Ray worker
+itself survives it. A warm task does what a local builder does, in a builder process.
+The pool, the registry and the probes are kept in the Ray worker process between tasks
+(per GPU and settings), so a second cell on one node does not start Python and load
+every plugin again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from apex_core.results import CellResult, DeviceInfo, Status
 
 # What a Ray worker process keeps between tasks: key -> (registry, pool, probes)
 _KEPT: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+# A Ray worker's builder processes between warm tasks: (plugins digest, env) -> WorkerPool
+_BUILDERS: dict[tuple[Any, ...], Any] = {}
 
 
 @attrs.frozen
@@ -82,9 +85,40 @@ def _device_info(gpu_ids: list[str], host: str) -> DeviceInfo | None:
     return DeviceInfo(index, card.name if card else "", card.uuid if card else "", host)
 
 
+def warm_cell_task(plan: Any, index: int, plugins: bytes, worker_env: dict[str, str]) -> Any:
+    """Fill this node's compile caches for cell ``index`` in a builder process; never raises.
+
+    The task asks Ray for CPUs only: the builder is pinned to one of the node's GPUs (by the
+    cell's index) itself, since it needs a card for the compile target and the cell's
+    inputs, as a local builder does, while Ray keeps the GPUs for measuring tasks.
+    """
+    from apex_core.prebuild import BUILDER_NICENESS
+    from apex_core.runner import cell_spec
+    from apex_core.warming import FAILED, WarmRequest, WarmResult
+    from apex_core.workers import WorkerPool
+
+    try:
+        from apex_core.devices import host_gpus, pinning_env
+
+        env = dict(worker_env)
+        gpus = host_gpus() if plan.device == "cuda" else ()
+        if gpus:
+            env.update(pinning_env(gpus[index % len(gpus)]))
+        key = (hashlib.sha256(plugins).hexdigest(), tuple(sorted(env.items())))
+        if key not in _BUILDERS:
+            _BUILDERS[key] = WorkerPool(plugins, env=env, niceness=BUILDER_NICENESS, name="apex-bench-builder")
+        return _BUILDERS[key].warm(WarmRequest(cell_spec(plan, plan.cells[index])), plan.timeout_s)
+    except Exception as exc:  # the measuring task builds the cell itself
+        return WarmResult(FAILED, reason=f"on {socket.gethostname()}: {describe_exception(exc)}")
+
+
 def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dict[str, str],
-                  worker_env: dict[str, str], probe_timeout_s: float) -> TaskOutcome:
-    """Probe and run cell ``index`` of ``plan`` on this node; never raises for the cell's failures."""
+                  worker_env: dict[str, str], probe_timeout_s: float, warmed: Any = None) -> TaskOutcome:
+    """Probe and run cell ``index`` of ``plan`` on this node; never raises for the cell's failures.
+
+    ``warmed`` is the cell's warm task's result (Ray starts this task only once it is in):
+    it goes into the cell's record as a local builder's does.
+    """
     from apex_core.runner import cell_spec, decide_without_running, run_cell_in_pool
     from apex_core.workers import failed_result
 
@@ -101,6 +135,10 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
         result = decide_without_running(cell, registry, probes, configure_failures)
         if result is None:
             result = run_cell_in_pool(plan, cell, pool)
+            if warmed is not None:
+                from apex_core.prebuild import Prebuild
+
+                result = Prebuild(warmed).stamp(result)
     except Exception as exc:  # the node cannot run cells at all (a worker that never starts)
         result = failed_result(cell_spec(plan, cell), Status.ERROR, f"on {host}: {describe_exception(exc)}",
                                time.time() - started)

@@ -98,11 +98,11 @@ def test_build_workers_flag_is_checked():
     assert resolve_build_workers(_args(), "cpu") == 0
     assert resolve_build_workers(_args(build_workers=3), "cpu") == 3
     assert resolve_build_workers(_args(inline=True), "cuda") == 0  # off where cells run in-process
-    assert resolve_build_workers(_args(executor="ray"), "cuda") == 0
+    # under Ray, from the cluster's GPUs and CPUs: warm tasks ahead of the measuring ones
+    assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32) == 8
+    assert resolve_build_workers(_args(build_workers=2, executor="ray"), "cuda", gpus=2, cpus=32) == 2
     with pytest.raises(UsageError, match="drop it with --inline"):
         resolve_build_workers(_args(build_workers=2, inline=True), "cuda")
-    with pytest.raises(UsageError, match="drop it with --executor ray"):
-        resolve_build_workers(_args(build_workers=2, executor="ray"), "cuda")
     with pytest.raises(UsageError, match="-1 is not a number of processes"):
         resolve_build_workers(_args(build_workers=-1), "cuda")
 

@@ -24,13 +24,16 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (the ray extra: pi
 MARKER_ENV = "APEX_BENCH_RAY_TEST_MARKER"
 FAST = ["--warmup", "1", "--min-time", "0.05", "--max-time", "0.2", "--no-energy"]
 TASK_TITLE = "ray::run_cell_task"
+WARM_MARKS_ENV = "APEX_TESTPLUGIN_WARM_MARKS"
 
 
 @pytest.fixture(scope="module")
-def cluster(plugin_site):
-    """A local Ray instance: 2 CPUs and 2 fake GPUs; its workers see the test plugin and carry a marker."""
+def cluster(plugin_site, tmp_path_factory):
+    """A local Ray instance: 2 CPUs and 2 fake GPUs; its workers see the test plugin and carry a marker
+    (and the folder test-warm-mark's hook writes its marks to)."""
     marker = uuid.uuid4().hex
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WARM_MARKS_ENV, str(tmp_path_factory.mktemp("warm-marks")))
         patch.syspath_prepend(str(plugin_site))
         patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin_site),
                                                                  os.environ.get("PYTHONPATH")])))
@@ -104,6 +107,24 @@ def test_cells_run_as_tasks_and_stream_into_one_report(tmp_path, cluster):
     nodes = record["environment"]["ray"]["nodes"]
     assert list(nodes) == [host] and nodes[host]["torch"] == record["environment"]["torch"]
     assert "Traceback" not in result.stderr
+
+
+def test_warm_tasks_build_each_cell_before_its_measuring_task_runs_it(tmp_path, cluster):
+    address, _marker = cluster
+    backends = "test-warm-mark,test-working"
+    result = run_cli(["--device", "cpu", "--workloads", "test-scale", "--backends", backends, *FAST,
+                      "--executor", "ray", "--ray-address", address, "--build-workers", "1",
+                      "--output-json", "r.json", "--output-md", "r.md"], cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr + result.stdout
+    record = load(tmp_path / "r.json")
+    warmed = [b for b in record["benchmarks"] if b["backend"] == "test-warm-mark"]
+    assert warmed and all(b["status"] == "ok" for b in record["benchmarks"])
+    for row in warmed:
+        assert row["metadata"]["prebuild"]["state"] == "warmed", row["metadata"]
+        # built by a builder process of a warm task, before the measuring worker's prepare
+        assert row["metadata"]["warmed_by"] not in (None, row["metadata"]["worker"])
+        assert row["warm_time_s"] is not None and row["warm_time_s"] >= 0
+    assert all("prebuild" not in b["metadata"] for b in record["benchmarks"] if b["backend"] == "test-working")
 
 
 @pytest.mark.slow

@@ -224,3 +224,43 @@ class WarmHelperBackend(WorkingBackend):
         _start_helper(self.name)
         while True:
             time.sleep(1)
+
+
+WARM_MARKS_ENV = "APEX_TESTPLUGIN_WARM_MARKS"
+
+
+class WarmMarkBackend(WorkingBackend):
+    """Works when run; its cache-warming hook writes a mark that its ``prepare`` reads back.
+
+    The marks go to the folder ``$APEX_TESTPLUGIN_WARM_MARKS`` names (one per case and dtype,
+    holding the pid that wrote it), so a test sees which process built a cell before its
+    measuring worker prepared it.
+    """
+
+    name = "test-warm-mark"
+    description = "third-party backend whose warm_caches hook leaves a mark that prepare reads back"
+
+    @staticmethod
+    def _mark(case, inputs):
+        folder = os.environ.get(WARM_MARKS_ENV)
+        dtype = next(iter(inputs.values())).dtype
+        return os.path.join(folder, f"{case.workload}-{case.name}-{dtype}") if folder else None
+
+    def warm_caches(self, workload, case, inputs):
+        mark = self._mark(case, inputs)
+        if mark is None:
+            return f"no {WARM_MARKS_ENV} folder to write the mark to"
+        with open(mark, "w") as handle:
+            handle.write(str(os.getpid()))
+        return None
+
+    def prepare(self, workload, case, inputs):
+        prepared = super().prepare(workload, case, inputs)
+        mark = self._mark(case, inputs)
+        warmed_by = None
+        if mark is not None and os.path.exists(mark):
+            with open(mark) as handle:
+                warmed_by = int(handle.read())
+        prepared.metadata["warmed_by"] = warmed_by
+        prepared.metadata["worker"] = os.getpid()
+        return prepared
