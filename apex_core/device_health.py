@@ -58,22 +58,27 @@ def release_cached_blocks(device: str) -> None:
 
 def unfit_after_cell(device: str, before_mb: float | None) -> str:
     """Why this worker must not run the next cell ("" when it may): a CUDA error, or a leak."""
+    return check_after_cell(device, before_mb)[0]
+
+
+def check_after_cell(device: str, before_mb: float | None) -> tuple[str, float | None]:
+    """``unfit_after_cell``'s reason, and the device memory the cell left (None when not measured)."""
     if before_mb is None or not device.startswith("cuda"):
-        return ""
+        return "", None
     import torch
 
     if not torch.cuda.is_initialized():
-        return ""
+        return "", None
     try:
         torch.cuda.synchronize()  # a sticky error of the context surfaces here
     except Exception as exc:
-        return f"the CUDA context reports an error after the cell ({describe_exception(exc)})"
+        return f"the CUDA context reports an error after the cell ({describe_exception(exc)})", None
     after = allocated_mb(device) or 0.0
     leaked = after - before_mb
     if leaked > leak_limit_mb():
         return (f"the cell left {leaked:.0f} MB of device memory allocated (limit {leak_limit_mb():g} MB, "
-                f"{LEAK_LIMIT_ENV})")
-    return ""
+                f"{LEAK_LIMIT_ENV})"), after
+    return "", after
 
 
 def self_test() -> str:

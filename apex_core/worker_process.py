@@ -129,17 +129,24 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     registry.add_in_memory(plugins)  # a library caller's in-memory objects (Registry.from_objects)
     conn.send(("ready", None))
     probes: dict[Any, Any] = {}  # a builder's probes, once per backend and device
+    # device memory the last cell left (measured after it): the next cell's starting point,
+    # unless something else ran in between
+    left_mb: float | None = None
     while True:
         request = conn.recv()
         if request is None:
             return
         if isinstance(request, WarmRequest):
             _serve_warm(conn, registry, request, probes)
+            left_mb = None
         elif isinstance(request, ProbeRequest):
+            left_mb = None
             if not _serve_probe(conn, registry, request):
                 return
-        elif isinstance(request, CellSpec) and not _serve_cell(conn, registry, request):
-            return
+        elif isinstance(request, CellSpec):
+            served, left_mb = _serve_cell(conn, registry, request, left_mb)
+            if not served:
+                return
 
 
 def _serve_probe(conn: Any, registry: Any, request: Any) -> bool:
@@ -169,14 +176,18 @@ def _serve_warm(conn: Any, registry: Any, request: Any, probes: dict[Any, Any]) 
     conn.send(("warm", result))
 
 
-def _serve_cell(conn: Any, registry: Any, spec: Any) -> bool:
-    """Run one cell and send its result; False when the worker must be replaced."""
+def _serve_cell(conn: Any, registry: Any, spec: Any, before_mb: float | None = None
+                ) -> tuple[bool, float | None]:
+    """Run one cell and send its result; False when the worker must be replaced, and the device
+    memory the cell left (``before_mb``: what the cell before left, so it is not collected twice)."""
     from apex_core.cell import execute_cell
-    from apex_core.device_health import allocated_mb, unfit_after_cell
+    from apex_core.device_health import allocated_mb, check_after_cell
 
-    before_mb = allocated_mb(spec.device)
+    if before_mb is None:
+        before_mb = allocated_mb(spec.device)
     result = execute_cell(registry.workloads[spec.workload], registry.backends[spec.backend], spec)
-    unfit = "" if result.status == Status.CRASHED else unfit_after_cell(spec.device, before_mb)
+    crashed = result.status == Status.CRASHED
+    unfit, after_mb = ("", None) if crashed else check_after_cell(spec.device, before_mb)
     if unfit:  # the cell's own result stands; the next cell gets a clean worker
         result = attrs.evolve(result, metadata={**result.metadata, "worker_replaced": unfit})
     sys.stderr.flush()
@@ -189,7 +200,7 @@ def _serve_cell(conn: Any, registry: Any, spec: Any) -> bool:
         conn.send((kind, result))  # pickled before anything is written: a failure sends nothing
     except (pickle.PicklingError, TypeError, AttributeError):
         conn.send((kind, sendable(result)))
-    return not leaving
+    return not leaving, after_mb
 
 
 def sendable(result: CellResult) -> CellResult:

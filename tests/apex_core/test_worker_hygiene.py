@@ -132,3 +132,11 @@ def test_execute_cell_gives_the_cached_blocks_back_before_anything_of_the_cell_r
     result = execute_cell(workload, Eager(), spec)
     assert result.status.value == "ok", result.reason
     assert order[0] == ("release", "cpu") and ("inputs",) in order[1:]
+
+
+def test_the_memory_a_cell_left_is_the_next_cells_starting_point(monkeypatch):
+    _fake_cuda(monkeypatch, allocated_mb=300.0)
+    assert device_health.check_after_cell("cuda", 100.0) == ("", 300.0)  # 200 MB: within the limit
+    reason, after = device_health.check_after_cell("cuda", 0.0)
+    assert reason.startswith("the cell left 300 MB") and after == 300.0
+    assert device_health.check_after_cell("cpu", None) == ("", None)
