@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,3 +24,17 @@ def backend_cell(backend_name: str, workload_name: str, profile: str = "fixed") 
     case = workload.cases(workload.make_params(profile))[0]
     inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)
     return backend.prepare(workload, case, inputs).fn
+
+
+def delayed(call: Callable[[], Any], microseconds: int) -> Callable[[], Any]:
+    """``call``, then the host busy for ``microseconds``: the hold is released that much later."""
+    if microseconds == 0:
+        return call
+
+    def slow() -> None:
+        call()
+        until = time.perf_counter_ns() + microseconds * 1000
+        while time.perf_counter_ns() < until:
+            pass
+
+    return slow

@@ -16,32 +16,15 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
-from collections.abc import Callable
-from typing import Any
 
 import attrs
-from dev_cells import triton_cell  # scripts/dev, this script's folder
+from dev_cells import delayed, triton_cell  # scripts/dev, this script's folder
 
 from apex_core.cuda_timer import CudaTimer, empty_kernel
 from apex_core.timing import TimingOptions
 
 ROUNDS = 12
 DELAYS_US = (0, 5, 20, 50)
-
-
-def delayed(call: Callable[[], Any], microseconds: int) -> Callable[[], Any]:
-    """``call``, then the host busy for ``microseconds``: the hold is released that much later."""
-    if microseconds == 0:
-        return call
-
-    def slow() -> None:
-        call()
-        until = time.perf_counter_ns() + microseconds * 1000
-        while time.perf_counter_ns() < until:
-            pass
-
-    return slow
 
 
 def spread(values: list[float]) -> str:
