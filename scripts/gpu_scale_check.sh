@@ -6,12 +6,12 @@
 #   bash scripts/gpu_scale_check.sh OUT [PART]
 # PART: one (one GPU, empty then warm caches), all (--devices all, the same), ray (--executor ray,
 # warm), compare (the tables), bar (the bars of docs/scale.md in one call: --devices all with empty
-# caches, then one GPU and --executor ray with the caches it filled), or every part in turn (the
-# default). A fresh one-GPU run took
+# caches, then one GPU and --executor ray with the caches it filled), ray-fresh (--executor ray
+# with empty caches, then one GPU warm to compare against), or every part in turn (the default). A fresh one-GPU run took
 # 292 s on an H100, so give each part a device command of its own when they might not fit in one.
 # Every run is bounded (timeout); results.tgz is rebuilt after each, so a cut-off call still
 # returns what finished. The runs' folder (/tmp/apex-gpu-scale) is kept between parts.
-OUT_DIR=${1:?usage: gpu_scale_check.sh OUT [one|all|ray|compare|bar]}
+OUT_DIR=${1:?usage: gpu_scale_check.sh OUT [one|all|ray|ray-fresh|compare|bar]}
 part=${2:-every}
 work=/tmp/apex-gpu-scale
 mkdir -p "$work" "$OUT_DIR"
@@ -57,6 +57,16 @@ if [ "$part" = bar ]; then
   [ "$gpus" -ge 2 ] && run all-fresh 300 --devices all
   run one-warm 240 --devices 0
 fi
+if [ "$part" = ray-fresh ]; then
+  # --executor ray with empty caches: warm tasks build while the GPUs measure (docs/scale.md)
+  if python3 -c "import ray" 2>/dev/null; then
+    rm -rf "$work/cache"
+    run ray-fresh 360 --device cuda --executor ray
+    run one-warm 240 --devices 0
+  else
+    echo "ray is not importable here: --executor ray not run" | tee -a "$work/walls.txt"
+  fi
+fi
 if [ "$part" = ray ] || [ "$part" = every ] || [ "$part" = bar ]; then
   if python3 -c "import ray" 2>/dev/null; then
     # a local Ray instance on this host, started by apex-bench: one task per cell, num_gpus=1 each
@@ -80,7 +90,7 @@ def cells(name):
 base = cells("one-warm")
 if base is None:
     sys.exit("no one-GPU run to compare against")
-for name in ("one-fresh", "all-fresh", "all-warm", "ray-warm"):
+for name in ("one-fresh", "all-fresh", "all-warm", "ray-fresh", "ray-warm"):
     got = cells(name)
     if got is None:
         continue
