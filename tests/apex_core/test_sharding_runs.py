@@ -22,10 +22,14 @@ from tests.apex_core.isolation_helpers import (
 from tests.conftest import run_cli
 
 FAKE = {FAKE_GPUS_ENV: "Fake GPU|GPU-fake-0;Fake GPU|GPU-fake-1"}
-# long enough that cells on the two workers overlap in time, short enough for CI
 ARGS = ["--device", "cpu", "--workloads", "test-scale,test-spin", "--backends", "test-working,test-wrong",
-        "--dtype", "fp32,bf16", "--warmup", "1", "--min-time", "0.3", "--max-time", "0.5",
+        "--dtype", "fp32,bf16", "--warmup", "1", "--min-time", "1.0", "--max-time", "1.2",
         "--no-energy"]
+# long enough that cells on the two workers overlap in time, short enough for CI: each call
+# of test-working sleeps 1 ms, so its cells sample for their full second instead of reaching
+# the sample cap at once, and each card's cells outlast the gap between its worker's start
+# and the other's on a loaded 2-core machine (a slot starts its worker before its first cell)
+SLOW_CALLS = {"APEX_TESTPLUGIN_DELAY_S": "0.001"}
 
 
 def _rows(path):
@@ -35,7 +39,7 @@ def _rows(path):
 
 @pytest.mark.slow
 def test_two_workers_share_the_cells_and_agree_with_one_worker(tmp_path, plugin_on_path):
-    env = {**FAKE, "APEX_BENCH_CACHE": str(tmp_path / "cache")}
+    env = {**FAKE, **SLOW_CALLS, "APEX_BENCH_CACHE": str(tmp_path / "cache")}
     one = run_cli([*ARGS, "--output-json", "one.json", "--output-md", "one.md"], cwd=tmp_path, env=env,
                   timeout=300)
     two = run_cli([*ARGS, "--devices", "all", "--output-json", "two.json", "--output-md", "two.md"],
