@@ -3,10 +3,10 @@
 A *slot* is one place cells run: the one worker of a plain run, or, with ``--devices``,
 a worker pinned to one card. Each slot takes cells from one shared queue in plan order,
 passing over cells whose builds are not finished while a ready one waits (see
-``apex_core.prebuild``), and runs them one at a time, so cells on one GPU never overlap; several GPUs run in
-parallel, one thread per slot driving its worker process. The results are kept in plan
-order whatever order they finish in, and each is stamped with its card and with the
-time it waited for a worker.
+``apex_core.prebuild``), and runs them one at a time, so cells on one GPU never overlap;
+several GPUs run in parallel, one thread per slot driving its worker process. The
+results are kept in plan order whatever order they finish in, and each is stamped with
+its card and with the time it waited for a worker.
 
 A slot whose worker cannot start (the process fails, or its GPU fails the worker's
 self-test) hands its cell back to the queue; after ``MAX_START_FAILURES`` such failures
