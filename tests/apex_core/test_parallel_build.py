@@ -109,6 +109,33 @@ def _comparable(cell):
     return (cell.key, cell.status, cell.reason, [a.passed for a in cell.accuracy], metadata)
 
 
+class SlowBuild(Marking):
+    """A Marking backend whose builds take a few seconds (a long torch.compile stands in)."""
+
+    name = "slow-build"
+
+    def warm_caches(self, workload, case, inputs):
+        time.sleep(4.0)  # far longer than the worker takes to start beside the builder
+        return super().warm_caches(workload, case, inputs)
+
+
+@pytest.mark.slow
+def test_a_worker_times_ready_cells_while_a_builder_compiles_the_first_one(tmp_path):
+    registry = Registry.from_objects([SlowBuild(str(tmp_path)), Eager()], [Axpy()])
+    report = run(["axpy:small"], ["slow-build", "eager"], device="cpu", dtypes=["fp32", "bf16"],
+                 timing=QUICK, registry=registry, build_workers=1)
+    assert {c.status for c in report.cells} == {Status.OK}, [c.reason for c in report.cells]
+    assert [c.backend for c in report.cells] == ["slow-build", "slow-build", "eager", "eager"]  # plan order
+    slow = [c for c in report.cells if c.backend == "slow-build"]
+    eager = [c for c in report.cells if c.backend == "eager"]
+    # the eager cells need no build: the worker took them while the builder slept on the first
+    # slow-build cell, though they come after it in the plan
+    assert max(c.wait_time_s for c in eager) < min(c.wait_time_s for c in slow)
+    first = min(slow, key=lambda c: c.wait_time_s)
+    assert first.metadata["prebuild"]["state"] == "warmed"
+    assert first.metadata["warmed_by"] not in (None, first.metadata["worker"])
+
+
 @pytest.mark.slow
 def test_a_builder_that_raises_crashes_or_hangs_leaves_every_result_as_without_builders():
     faulty = [Faulty("raise"), Faulty("crash"), Faulty("hang")]
