@@ -5,9 +5,9 @@ with the same clocks, floor and autotuned configuration. This times the triton c
 tilepack and tilessm-scan forward at the fixed profile in ONE process over several input
 placements (each a fresh make_inputs after a padding allocation of a different size, so
 the tensors land at other addresses), each placement timed three times, with the shipped
-held-event timer (TIMER=kernel: the kernel-only timer). Placement moves the p50 when the
-spread across placements is much larger than the spread within one. Prints a table; JSON
-to $OUT/placement-TIMER.json.
+held-event timer (TIMER=kernel: the kernel-only timer; CELLS=workload:case,... other cells).
+Placement moves the p50 when the spread across placements is much larger than the spread
+within one. Prints a table; JSON to $OUT/placement-TIMER.json.
 Dev tool; its numbers go to docs/perf.md with the card.
 """
 
@@ -24,7 +24,10 @@ from apex_core.cuda_timer import measure_cuda
 from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
-CELLS = (("tilepack", "default"), ("tilessm-scan", "forward"))
+# CELLS=workload:case,... picks others (fusiongate:default: the cell whose p50 moved most between
+# fresh processes on 2026-11-27)
+CELLS = tuple(tuple(item.split(":", 1)) for item in
+              os.environ.get("CELLS", "tilepack:default,tilessm-scan:forward").split(","))
 PLACEMENTS = int(os.environ.get("PLACEMENTS", 8))
 REPEATS = int(os.environ.get("REPEATS", 3))
 # TIMER=kernel times the same placements with the profiler's kernel time instead of held events
