@@ -56,13 +56,9 @@ def release_cached_blocks(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def unfit_after_cell(device: str, before_mb: float | None) -> str:
-    """Why this worker must not run the next cell ("" when it may): a CUDA error, or a leak."""
-    return check_after_cell(device, before_mb)[0]
-
-
 def check_after_cell(device: str, before_mb: float | None) -> tuple[str, float | None]:
-    """``unfit_after_cell``'s reason, and the device memory the cell left (None when not measured)."""
+    """Why this worker must not run the next cell ("" when it may: a CUDA error, or a leak), and the
+    device memory the cell left (None when not measured)."""
     if before_mb is None or not device.startswith("cuda"):
         return "", None
     import torch

@@ -86,14 +86,14 @@ def _fake_cuda(monkeypatch, allocated_mb: float, sync_error: Exception | None = 
 def test_a_cell_that_leaks_device_memory_or_leaves_a_cuda_error_makes_its_worker_go(monkeypatch):
     # torch.cuda replaced by a fake: no GPU here (the check itself is what is tested)
     _fake_cuda(monkeypatch, allocated_mb=900.0)
-    assert device_health.unfit_after_cell("cuda", 100.0).startswith("the cell left 800 MB of device memory")
-    assert device_health.unfit_after_cell("cuda", 800.0) == ""  # within the limit
+    assert device_health.check_after_cell("cuda", 100.0)[0].startswith("the cell left 800 MB of device memory")
+    assert device_health.check_after_cell("cuda", 800.0)[0] == ""  # within the limit
     monkeypatch.setenv(device_health.LEAK_LIMIT_ENV, "10")
-    assert device_health.unfit_after_cell("cuda", 800.0).startswith("the cell left 100 MB")
+    assert device_health.check_after_cell("cuda", 800.0)[0].startswith("the cell left 100 MB")
     _fake_cuda(monkeypatch, allocated_mb=0.0, sync_error=RuntimeError("CUDA error: an illegal memory access"))
-    assert device_health.unfit_after_cell("cuda", 0.0) == (
+    assert device_health.check_after_cell("cuda", 0.0)[0] == (
         "the CUDA context reports an error after the cell (RuntimeError: CUDA error: an illegal memory access)")
-    assert device_health.unfit_after_cell("cpu", None) == ""
+    assert device_health.check_after_cell("cpu", None)[0] == ""
 
 
 def test_every_cell_starts_with_torchs_cached_device_blocks_given_back(monkeypatch):
