@@ -159,10 +159,10 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
 class BackgroundFacts:
     """A run's ``device_facts``, measured in a thread into ``environment`` while its processes start.
 
-    The figures take seconds (5.5-5.9 s on an H100, docs/perf.md, 2026-11-27) and so do the
-    run's worker and builder processes; measured first, one waited for the other. Each slot
-    starts its worker and then ``wait``s for the figures before its first cell, so no cell
-    is timed while the device is measured.
+    The figures take seconds (5.2-6.5 s on an H100, docs/perf.md, 2026-11-27) and so do
+    the run's worker and builder processes (3.9-6.0 s to start); measured first, one waited
+    for the other. Each slot starts its worker and then ``wait``s for the figures before
+    its first cell, so no cell is timed while the device is measured.
     """
 
     def __init__(self, device: str, environment: dict[str, Any]) -> None:

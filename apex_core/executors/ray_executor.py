@@ -186,16 +186,18 @@ class RayExecutor:
 
         task = ray.remote(run_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
                                                  **self.task_options)
-        warm = ray.remote(warm_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
-                                                  num_cpus=self.warm_task_cpus() if self.build_workers else 1)
-        warmable = warmable_cells(book.cells, registry, configure_failures) if self.build_workers else []
+        warm, warmable = None, [False] * len(book.cells)
+        if self.build_workers:
+            warm = ray.remote(warm_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
+                                                      num_cpus=self.warm_task_cpus())
+            warmable = warmable_cells(book.cells, registry, configure_failures)
         plan_ref, plugins_ref = ray.put(plan), ray.put(registry.in_memory_blob())
         run_started = time.time()
         pending: dict[Any, int] = {}
         warming: list[Any] = []
         while (index := book.take()) is not None:
             warmed = None
-            if warmable and warmable[index]:
+            if warm is not None and warmable[index]:
                 warmed = warm.remote(plan_ref, index, plugins_ref, worker_env)
                 warming.append(warmed)
             ref = task.remote(plan_ref, index, plugins_ref, configure_failures, worker_env, probe_timeout_s,
