@@ -24,11 +24,13 @@
 #   bash scripts/gpu_suite.sh picks OUT  triton, fixed profile: a fresh run with the committed picks, three
 #     --retune runs, the picks file written from them (apex_kernels/picks/<model>.json, copied to OUT), then
 #     two runs that use it
+#   bash scripts/gpu_suite.sh new-model OUT  a model without picks: three --retune runs, the picks file written
+#     from them, then the baseline's three fresh runs with it (each step only while time is left)
 #   bash scripts/gpu_suite.sh floor-sampling OUT  the floor against the hold's length (floor_delay.py), then
 #     triton, fixed profile: three fresh runs with each floor sampling (rounds, interleaved, pooled, in turn),
 #     the spread of each triple, each run against the committed baseline
 # Autotuning compiles every configuration on first use, so triton cells take 5-40 s to build.
-part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|picks|floor-sampling OUT}
+part=${1:?usage: gpu_suite.sh fixed|large|large-fused|large-scan|scan-split|scan-bidir|overlap-paths|overlap|scan-check|check|check-large|timers|triton-methods|triton-repeat|spread|gate|gate-more|baseline|picks|new-model|floor-sampling OUT}
 OUT_DIR=${2:-artifacts/gpu}
 work=/tmp/apex-gpu-suite/$part
 mkdir -p "$work" "$OUT_DIR"
@@ -121,6 +123,23 @@ print(picks_path(torch.cuda.get_device_name()))")
     python3 scripts/dev/spread.py "$work"/retune-{1,2,3}.json | grep -v "^|   run" | tee "$work/spread-retune.md"
     python3 scripts/dev/spread.py "$work"/shipped-{fresh,1,2}.json "$work/retune-1.json" | tee "$work/spread-shipped.md"
     grep -h "wall" "$work/steps.txt"
+    tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
+  new-model)
+    # a GPU model without shipped picks or a baseline (the H200): picks from three --retune runs,
+    # then the baseline's three fresh runs with those picks; each step skipped once the call has
+    # too little of its 10 minutes left, so what finished still comes back
+    left() { echo $(( 570 - SECONDS )); }
+    for i in 1 2 3; do
+      [ "$(left)" -gt 150 ] && step "retune-$i" "$(( $(left) - 120 ))" --backends triton --retune
+    done
+    python3 scripts/emit_triton_picks.py "$work"/retune-*.json 2>&1 | tee "$work/emit.txt"
+    picks=$(python3 -c "import torch; from apex_kernels.tuned import picks_path; \
+print(picks_path(torch.cuda.get_device_name()))")
+    [ -f "$picks" ] && cp "$picks" "$OUT_DIR/" && cp "$picks" "$work/"
+    for i in 1 2 3; do
+      [ "$(left)" -gt 40 ] && step "fixed-triton-$i" "$(( $(left) - 10 ))" --backends triton
+    done
+    python3 scripts/dev/spread.py "$work"/fixed-triton-*.json | tee "$work/spread-baseline.md"
     tar czf "$OUT_DIR/results-$part.tgz" -C "$work" . ;;
   floor-sampling)
     # which floor holds the two-process bar on 2.5-3 us cells (docs/timing.md, "The floor"); first,
