@@ -13,6 +13,7 @@ class TorchReferenceBackend(Backend):
 
     name = "torch-reference"
     description = "the workload's torch reference, eager, in the requested dtype"
+    reprepares = True  # prepare only binds the reference to the inputs
 
     def probe(self, device: str) -> Availability:
         if device == "cuda" and not torch.cuda.is_available():

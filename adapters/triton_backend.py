@@ -45,6 +45,9 @@ class TritonBackend(Backend):
 
     name = "triton"
     description = "apex_kernels Triton kernels (CUDA, or the interpreter with TRITON_INTERPRET=1)"
+    # prepare binds the launch wrappers to the inputs; compiled kernels and the autotuners'
+    # choices are the process's, so a second prepare compiles and tunes nothing
+    reprepares = True
     option_specs = (
         BackendOption("retune", "bool", "tune every kernel and shape here instead of starting from the "
                                         "configurations shipped for this GPU model (alias --retune)"),

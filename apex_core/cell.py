@@ -28,6 +28,7 @@ from apex_core.cuda_timer import measure_cuda
 from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
+from apex_core.placements import Placement, make_placements, placements_to_add
 from apex_core.results import (
     Accuracy,
     Case,
@@ -149,8 +150,10 @@ def derive(work: Work, timing: Timing) -> Derived:
     )
 
 
-def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, str, Telemetry | None]:
-    """Time the prepared callable; the timing, peak memory in MB and how it was read, GPU telemetry."""
+def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed | None = None
+             ) -> tuple[Timing, float | None, str, Telemetry | None]:
+    """Time the prepared callable (in turn with its other input placements' callables); the
+    timing, peak memory in MB and how it was read, GPU telemetry."""
     if prepared.measure is not None:  # the backend times itself (an external process)
         return _relabel(prepared.measure(spec.timing), prepared), None, "", None
     if not spec.device.startswith("cuda"):
@@ -158,8 +161,69 @@ def _measure(prepared: Prepared, spec: CellSpec) -> tuple[Timing, float | None, 
         timing = measure_cpu(prepared.fn, spec.timing)
         return _relabel(timing, prepared), rss.peak_mb(), rss.method, None
     options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
-    timing, peak, telemetry = measure_cuda(prepared.fn, options)
+    placed = placed or _Placed([], "", 0)
+    timing, peak, telemetry = measure_cuda(prepared.fn, options, [p.prepared.fn for p in placed.more],
+                                           placed.held_bytes)
+    if placed.note:
+        timing = attrs.evolve(timing, note="; ".join(n for n in (timing.note, placed.note) if n))
     return _relabel(timing, prepared), peak, CUDA_PEAK_METHOD, telemetry
+
+
+@attrs.frozen
+class _Placed:
+    """A cell's input placements beyond the first, why there are fewer than asked ("" if not),
+    and the device bytes they hold."""
+
+    more: list[Placement]
+    note: str
+    held_bytes: int
+
+
+def _more_placements(workload: Workload, backend: Backend, case: Case, prepared: Prepared, inputs: Inputs,
+                     spec: CellSpec, checked: bool) -> _Placed:
+    """The cell's other input placements (CUDA only), each checked before it is timed."""
+    if not spec.device.startswith("cuda") or spec.timing.placements <= 1:
+        return _Placed([], "", 0)
+    count, note = placements_to_add(spec.timing.placements, backend, prepared, inputs,
+                                    torch.cuda.mem_get_info()[0])
+    if not count:
+        return _Placed([], note, 0)
+    before = torch.cuda.memory_allocated()
+
+    def new_inputs() -> Inputs:
+        made = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), spec.seed)
+        workload.validate_inputs(case, made)
+        return made
+
+    try:
+        more = make_placements(count, workload, backend, case, new_inputs,
+                               lambda size: _padding(size, spec.device))
+        synchronize(spec.device)
+    except Exception as exc:
+        raise _fail("prepare (another input placement)", exc) from None
+    held = torch.cuda.memory_allocated() - before
+    if checked:
+        for number, placement in enumerate(more, 2):
+            _check_placement(workload, case, placement, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
+                             "before-timing", number)
+    return _Placed(more, note, held)
+
+
+def _padding(size: int, device: str) -> torch.Tensor:
+    """``size`` bytes held on ``device`` so the next allocations land elsewhere."""
+    return torch.empty(size, dtype=torch.uint8, device=device)
+
+
+def _check_placement(workload: Workload, case: Case, placement: Placement, spec: CellSpec, seed: int,
+                     stage: str, number: int) -> None:
+    """Check one more placement as the first is checked; only a failure is recorded."""
+    where = f"{stage}, input placement {number}"
+    try:
+        accuracy = check(workload, case, placement.prepared, placement.inputs, spec, seed, stage)
+    except Exception as exc:
+        raise _fail(f"correctness check ({where})", exc) from None
+    if not accuracy.passed:
+        raise _CellFailure(Status.INCORRECT, f"wrong result {where}: {accuracy.message}")
 
 
 def _relabel(timing: Timing, prepared: Prepared) -> Timing:
@@ -201,8 +265,9 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     if not unchecked:
         _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
                  "before-timing", record)
+    placed = _more_placements(workload, backend, case, prepared, inputs, spec, not unchecked)
     try:
-        timing, peak, peak_method, telemetry = _measure(prepared, spec)
+        timing, peak, peak_method, telemetry = _measure(prepared, spec, placed)
     except Exception as exc:
         raise _fail("timing", exc) from None
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
@@ -215,6 +280,9 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     if not unchecked:
         _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
                  "after-timing", record)
+        for number, placement in enumerate(placed.more, 2):
+            _check_placement(workload, case, placement, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
+                             "after-timing", number)
     if prepared.report_metadata is not None:
         try:
             record["metadata"] = {**record["metadata"], **prepared.report_metadata()}

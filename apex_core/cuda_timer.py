@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -75,6 +75,20 @@ def hold_timeout_s(warmup_host_s: list[float]) -> float:
     return min(max(HOLD_TIMEOUT_MIN_S, HOLD_TIMEOUT_FACTOR * slowest), HOLD_TIMEOUT_MAX_S)
 
 
+class InTurn:
+    """One call of each callable in turn, round after round: every batch of samples and every
+    warm-up spreads over all of a cell's input placements."""
+
+    def __init__(self, calls: Sequence[Callable[[], Any]]) -> None:
+        self.calls = tuple(calls)
+        self.next = 0
+
+    def __call__(self) -> Any:
+        call = self.calls[self.next]
+        self.next = (self.next + 1) % len(self.calls)
+        return call()
+
+
 class CudaTimer:
     """Times a callable with CUDA events on a dedicated stream, held while each sample is queued."""
 
@@ -115,19 +129,25 @@ class CudaTimer:
             fn()
         return graph.replay
 
-    def measure(self, fn: Callable[[], Any]) -> Timing:
-        """Time ``fn``; with ``subtract_floor`` each sample is net of the same method's empty launch."""
+    def measure(self, fn: Callable[[], Any], more: Sequence[Callable[[], Any]] = ()) -> Timing:
+        """Time ``fn``; with ``subtract_floor`` each sample is net of the same method's empty launch.
+
+        ``more``: the same cell's callables on other input placements (apex_core/placements.py);
+        the samples are then taken from ``fn`` and each of them in turn, and pooled.
+        """
         torch = self.torch
         notes = []
         graph = False
-        call = fn
+        calls: Sequence[Callable[[], Any]] = (fn, *more)
         if self.options.graph:
             try:
-                call = self._capture(fn)
+                calls = [self._capture(each) for each in calls]
                 graph = True
             except Exception as exc:  # capture is best effort; the method column says what ran
                 torch.cuda.synchronize()
+                calls = (fn, *more)
                 notes.append(f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly")
+        call = calls[0] if len(calls) == 1 else InTurn(calls)
         torch.cuda.synchronize()
         self.timed_call = call  # what was timed (the graph's replay under --graph), for the energy window
         interleave = (self.options.subtract_floor and self.options.floor_sampling == "interleaved"
@@ -146,7 +166,7 @@ class CudaTimer:
         if self.options.subtract_floor:
             floor = statistics.median(floor_samples) if floor_samples else self._floor(graph, why_unheld)
             timing = subtract_floor(timing, floor)
-        return attrs.evolve(timing, method=method, note="; ".join(notes))
+        return attrs.evolve(timing, method=method, note="; ".join(notes), placements=len(calls))
 
     def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str,
                      floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:
@@ -263,8 +283,14 @@ class CudaTimer:
         return events
 
 
-def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing, float, Telemetry]:
-    """Time ``fn`` on the GPU under NVML; the timing, the peak device MB (flush excluded), telemetry."""
+def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[Callable[[], Any]] = (),
+                 placed_bytes: int = 0) -> tuple[Timing, float, Telemetry]:
+    """Time ``fn`` (in turn with ``more``, the callables of the cell's other input placements) on
+    the GPU under NVML; the timing, the peak device MB, telemetry.
+
+    The peak leaves out the flush buffer and ``placed_bytes``, what the other placements hold
+    (their inputs, padding and outputs), so it is one placement's, as without them.
+    """
     import torch
 
     from apex_core.telemetry import Monitor, measure_telemetry
@@ -274,10 +300,12 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions) -> tuple[Timing,
         flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()), lambda: timer.measure(fn),
+        timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()),
+                                              lambda: timer.measure(fn, more),
                                               lambda: (timer.timed_call or fn)(), torch.cuda.synchronize,
                                               energy=options.energy)
-        return timing, (torch.cuda.max_memory_allocated() - flush_bytes) / 2**20, telemetry
+        peak = torch.cuda.max_memory_allocated() - flush_bytes - placed_bytes
+        return timing, peak / 2**20, telemetry
     finally:
         timer.close()
 

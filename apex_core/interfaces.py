@@ -204,6 +204,12 @@ class Backend(abc.ABC):
     # same one (``trt`` selects tensorrt-plugin and tensorrt-engine). A backend's own name
     # always wins over an alias.
     aliases: ClassVar[tuple[str, ...]] = ()
+    # True when ``prepare`` may run again for the same cell in one process, on a second set
+    # of inputs, cheaply and with every callable it returned before still valid: the CUDA
+    # timer then takes the cell's samples in turn from several input placements
+    # (TimingOptions.placements). False (the default) times the first placement alone, as for
+    # a backend whose prepare compiles anew or resets state that earlier callables rely on.
+    reprepares: ClassVar[bool] = False
 
     def configure(self, options: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Take this backend's run options (``backend_options[name]``, empty when none were given).

@@ -232,6 +232,8 @@ class Timing:
     kernel: KernelActivity | None = None  # the kernel timer's per-call activity
     # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted
     floor_ms: float | None = None
+    # input placements the samples were taken from in turn (apex_core/placements.py)
+    placements: int = 1
 
 
 @attrs.frozen

@@ -30,6 +30,10 @@ TIMERS = ("event", "kernel")
 # "pooled", the cell's eight rounds averaged with every earlier cell's in the same process
 FLOOR_SAMPLING = ("rounds", "interleaved", "pooled")
 FIXED_MODE = "fixed_iters"  # TimingOptions.mode and the stop reason of a --fixed-iters sample
+# input placements per CUDA cell (TimingOptions.placements): on an H100 and an H200 one kernel's
+# time moved by up to 4 % between placements of the same inputs, which one process samples once
+DEFAULT_PLACEMENTS = 4
+MAX_PLACEMENTS = 16
 
 
 @attrs.frozen
@@ -55,6 +59,10 @@ class TimingOptions:
     energy: bool = True
     # --fixed-iters N: exactly N warm-up calls and N timed samples, no stop rule (docs/timing.md)
     fixed_iters: int | None = None
+    # CUDA cells of backends that can prepare again (Backend.reprepares): the cell's inputs are
+    # made this many times at other device addresses and the samples taken in turn from each,
+    # because a kernel's time depends on where its data lies (docs/timing.md, "Input placements")
+    placements: int = DEFAULT_PLACEMENTS
     # which sampling ran, "adaptive" (the stop rule) or "fixed_iters"; derived, so the report's
     # config (attrs.asdict of these options) says it without anyone having to compute it
     mode: str = attrs.field(init=False)
@@ -63,6 +71,8 @@ class TimingOptions:
         object.__setattr__(self, "mode", "adaptive" if self.fixed_iters is None else FIXED_MODE)
         if self.fixed_iters is not None and (isinstance(self.fixed_iters, bool) or self.fixed_iters < 1):
             raise ValueError(f"fixed iters must be >= 1, got {self.fixed_iters}")
+        if isinstance(self.placements, bool) or not 1 <= self.placements <= MAX_PLACEMENTS:
+            raise ValueError(f"placements must be 1 to {MAX_PLACEMENTS}, got {self.placements}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
         if self.min_iters < 1:

@@ -15,7 +15,7 @@ from apex_core.correctness import DTYPES
 from apex_core.errors import printable
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
-from apex_core.timing import FLOOR_SAMPLING
+from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
 
 _EXIT_CODES = """\
 exit codes:
@@ -186,6 +186,11 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
                           "default), a batch after each of the cell's batches, across its sampling time "
                           "(interleaved), or the cell's rounds averaged with those of every earlier cell of "
                           "its worker process (pooled)")
+    tim.add_argument("--placements", type=positive_int, default=DEFAULT_PLACEMENTS, metavar="N",
+                     help="CUDA cells of backends that can prepare again (triton, torch-reference): make "
+                          f"the inputs N times at other device addresses and take the samples from each in "
+                          f"turn, since a kernel's time depends on where its data lies (default "
+                          f"{DEFAULT_PLACEMENTS}; 1: one placement, as a single process sees)")
     tim.add_argument("--retune", action="store_true",
                      help="autotune every Triton kernel and shape in this run instead of starting from "
                           "the configurations shipped for this GPU model (alias of --backend-opt "

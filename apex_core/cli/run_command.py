@@ -28,7 +28,7 @@ from apex_core.report.autotune import summarize_autotune
 from apex_core.report.writer import ReportWriter, check_distinct, check_writable, html_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.runner import run_plan, utc_now
-from apex_core.timing import TimingOptions
+from apex_core.timing import DEFAULT_PLACEMENTS, TimingOptions
 
 DEFAULT_DIR = Path("artifacts")
 DEFAULT_JSON = DEFAULT_DIR / "apex-bench.json"
@@ -71,6 +71,7 @@ def timing_options(args: Any, device: str) -> TimingOptions:
                              graph=args.graph, timer=args.timer, hold=args.hold,
                              subtract_floor=args.subtract_floor,
                              floor_sampling=args.floor_sampling, energy=args.energy,
+                             placements=getattr(args, "placements", DEFAULT_PLACEMENTS),
                              fixed_iters=getattr(args, "fixed_iters", None))
     except ValueError as exc:
         raise UsageError(str(exc)) from None

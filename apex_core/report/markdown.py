@@ -122,6 +122,20 @@ FLOOR_SAMPLING_TEXT = {
 }
 
 
+def _placements_text(cells: Iterable[CellResult]) -> str:
+    """Which backends' samples came from several input placements, and how many."""
+    counts: dict[str, set[int]] = {}
+    for cell in cells:
+        if cell.timing is not None:
+            counts.setdefault(cell.backend, set()).add(cell.timing.placements)
+    several = {b: sorted(n) for b, n in counts.items() if max(n) > 1}
+    if not several:
+        return ""
+    who = ", ".join(f"{b} {n[0]}" if len(n) == 1 else f"{b} {n[0]}-{n[-1]}" for b, n in sorted(several.items()))
+    return (f" Samples taken in turn from several input placements per cell ({who}; the others one), "
+            "since a kernel's time depends on where its data lies (docs/timing.md).")
+
+
 def _autotune_lines(report: Report) -> list[str]:
     """Where the autotuned kernels' configurations came from: shipped for this GPU model, or tuned here."""
     entries = (report.triton_autotune or {}).get("entries", [])
@@ -187,7 +201,7 @@ def render_markdown(report: Report) -> str:
         floors = any(c.timing is not None and c.timing.floor_ms is not None for c in report.cells)
         sampling = (report.config.get("timing") or {}).get("floor_sampling")
         floor_text = f" {FLOOR_SAMPLING_TEXT[sampling]}" if floors and sampling in FLOOR_SAMPLING_TEXT else ""
-        lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text]
+        lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text + _placements_text(report.cells)]
     energy = [(c, c.telemetry) for c in report.cells if c.telemetry is not None
               and c.telemetry.energy_j_per_call is not None and c.telemetry.average_w is not None]
     if energy:

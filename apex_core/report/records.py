@@ -132,6 +132,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
             host_ms=cell.timing.host_ms,
             launch_bound=is_launch_bound(cell.timing),
             timer_floor_ms=cell.timing.floor_ms,
+            placements=cell.timing.placements,
             flags=cell_flags(cell, environment or {}, config or {}),
         )
         if cell.timing.kernel is not None:

@@ -149,6 +149,33 @@ def test_measure_subtracts_the_same_methods_floor(monkeypatch):
     assert timing.stats.p50 == pytest.approx(0.007)
 
 
+def test_samples_are_taken_from_every_placement_in_turn_and_pooled():
+    clock, hold = FakeClock(), FakeHold()
+    timer = make_timer(clock, hold, attrs.evolve(OPTIONS, min_iters=30))
+    order = []
+
+    def placement(name, device_ms):
+        def call():
+            order.append(name)
+            clock.now_ms += device_ms
+        return call
+
+    first, second, third = placement("a", 0.004), placement("b", 0.005), placement("c", 0.009)
+    timing = timer.measure(first, [second, third])
+    assert timing.placements == 3 and timing.method == "cuda_event_held"
+    assert order[:6] == ["a", "b", "c", "a", "b", "c"]  # warm-up and samples alike
+    # every placement gave a third of the samples, so the median is the middle placement's
+    assert sorted({round(s, 6) for s in timing.samples_ms}) == [0.004, 0.005, 0.009]
+    assert timing.stats.p50 == pytest.approx(0.005)
+    assert {name: order.count(name) for name in "abc"}["a"] - order.count("c") in (0, 1)
+
+
+def test_one_callable_is_one_placement():
+    clock = FakeClock()
+    timing = make_timer(clock, None, OPTIONS).measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.01))
+    assert timing.placements == 1
+
+
 def test_hold_timeout_grows_with_the_host_time_within_bounds():
     assert hold_timeout_s([]) == cuda_timer.HOLD_TIMEOUT_MIN_S
     assert hold_timeout_s([0.001, 0.05]) == pytest.approx(1.0)

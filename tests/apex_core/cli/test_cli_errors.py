@@ -31,6 +31,8 @@ def assert_usage_error(result, *fragments):
         (["--timer", "kernel"], ["--timer kernel cannot run here", "use --device cuda"]),
         (["--timer", "wall"], ["invalid choice: 'wall'"]),
         (["--floor-sampling", "once"], ["invalid choice: 'once'", "rounds", "interleaved", "pooled"]),
+        (["--placements", "0"], ["--placements", ">= 1"]),
+        (["--placements", "17"], ["placements must be 1 to 16, got 17"]),
         # numbers no timer or queue can hold
         (["--min-time", "nan"], ["--min-time", "finite"]),
         (["--max-time", "inf"], ["--max-time", "finite"]),
