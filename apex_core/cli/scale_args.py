@@ -13,7 +13,7 @@ import attrs
 from apex_core.caches import CompileCaches, compile_caches
 from apex_core.devices import fake_gpus, host_gpus, parse_devices, select_devices
 from apex_core.errors import UsageError
-from apex_core.prebuild import default_build_workers
+from apex_core.prebuild import DEFAULT_MAX_BUILDERS, RAY_MAX_BUILDERS_PER_GPU, default_build_workers
 from apex_core.results import DeviceInfo
 
 
@@ -83,12 +83,13 @@ def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
     return select_devices(wanted, host_gpus())
 
 
-def resolve_build_workers(args: Any, device: str, gpus: int = 1, cpus: int | None = None) -> int:
+def resolve_build_workers(args: Any, device: str, gpus: int = 1, cpus: int | None = None,
+                          per_gpu: int | None = DEFAULT_MAX_BUILDERS) -> int:
     """How many builders the run starts: ``--build-workers``, else the default for the device,
     the number of GPUs the run measures on and the CPUs it has (a Ray cluster's, under Ray)."""
     wanted = getattr(args, "build_workers", None)
     if wanted is None:
-        return 0 if args.inline else default_build_workers(device, cpus, gpus=gpus)
+        return 0 if args.inline else default_build_workers(device, cpus, gpus=gpus, per_gpu=per_gpu)
     if wanted < 0:
         raise UsageError(f"--build-workers: {wanted} is not a number of processes; give 0 or more")
     if wanted and args.inline:
@@ -112,7 +113,8 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
         resources = executor.connect().resources
         # the cluster's GPUs and CPUs, not this host's: warm tasks run on its nodes
         executor.build_workers = builders = resolve_build_workers(
-            args, device, gpus=max(1, int(resources.get("GPU", 0))), cpus=int(resources.get("CPU", 1)))
+            args, device, gpus=max(1, int(resources.get("GPU", 0))), cpus=int(resources.get("CPU", 1)),
+            per_gpu=RAY_MAX_BUILDERS_PER_GPU)
     try:
         caches = compile_caches(fresh=args.fresh)
     except UsageError:

@@ -12,7 +12,7 @@ import torch
 from apex_core.cli.scale_args import resolve_build_workers
 from apex_core.errors import UsageError
 from apex_core.interfaces import warms_caches
-from apex_core.prebuild import BuildAhead, default_build_workers
+from apex_core.prebuild import RAY_MAX_BUILDERS_PER_GPU, BuildAhead, default_build_workers
 from apex_core.report.manifest import config_sha256
 from apex_core.results import CellResult, Status
 from apex_core.warming import NOT_STARTED, WARMED, WarmResult
@@ -88,6 +88,7 @@ def test_the_default_number_of_builders():
     assert default_build_workers("cuda", 1) == 0
     assert default_build_workers("cuda", 32, gpus=2) == 8  # two GPUs empty the queue twice as fast
     assert default_build_workers("cuda", 12, gpus=2) == 6  # still at most half the cores
+    assert default_build_workers("cuda", 32, gpus=2, per_gpu=None) == 16  # half the cores alone (Ray)
 
 
 def _args(**given):
@@ -100,6 +101,9 @@ def test_build_workers_flag_is_checked():
     assert resolve_build_workers(_args(inline=True), "cuda") == 0  # off where cells run in-process
     # under Ray, from the cluster's GPUs and CPUs: warm tasks ahead of the measuring ones
     assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32) == 8
+    # the Ray executor's default: half the cluster's CPUs, whatever its GPUs
+    assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32,
+                                 per_gpu=RAY_MAX_BUILDERS_PER_GPU) == 16
     assert resolve_build_workers(_args(build_workers=2, executor="ray"), "cuda", gpus=2, cpus=32) == 2
     with pytest.raises(UsageError, match="drop it with --inline"):
         resolve_build_workers(_args(build_workers=2, inline=True), "cuda")
