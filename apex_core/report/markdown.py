@@ -132,7 +132,8 @@ def _placements_text(cells: Iterable[CellResult]) -> str:
     if not several:
         return ""
     who = ", ".join(f"{b} {n[0]}" if len(n) == 1 else f"{b} {n[0]}-{n[-1]}" for b, n in sorted(several.items()))
-    return (f" Samples taken in turn from several input placements per cell ({who}; the others one), "
+    others = "; the others one" if len(several) < len(counts) else ""
+    return (f" Samples taken in turn from several input placements per cell ({who}{others}), "
             "since a kernel's time depends on where its data lies (docs/timing.md).")
 
 

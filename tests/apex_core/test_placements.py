@@ -149,3 +149,4 @@ def test_the_summary_names_the_backends_timed_over_several_placements():
     text = _placements_text([result("triton", 4), result("triton", 2), result("torch-compile", 1)])
     assert "(triton 2-4; the others one)" in text
     assert _placements_text([result("torch-compile", 1)]) == ""
+    assert "(triton 4)" in _placements_text([result("triton", 4)])  # no others to speak of
