@@ -180,15 +180,14 @@ class _Placed:
 
 
 def _more_placements(workload: Workload, backend: Backend, case: Case, prepared: Prepared, inputs: Inputs,
-                     spec: CellSpec, checked: bool) -> _Placed:
-    """The cell's other input placements (CUDA only), each checked before it is timed."""
-    if not spec.device.startswith("cuda") or spec.timing.placements <= 1:
+                     spec: CellSpec, checked: bool, record: dict[str, Any]) -> _Placed:
+    """The cell's other input placements (CUDA, cold L2 only), each checked before it is timed.
+
+    A warm-L2 cell keeps one: taking its samples in turn from several placements would
+    leave each call's data out of the L2 the call before filled.
+    """
+    if not spec.device.startswith("cuda") or spec.timing.placements <= 1 or spec.timing.cache == "warm":
         return _Placed([], "", 0)
-    count, note = placements_to_add(spec.timing.placements, backend, prepared, inputs,
-                                    torch.cuda.mem_get_info()[0])
-    if not count:
-        return _Placed([], note, 0)
-    before = torch.cuda.memory_allocated()
 
     def new_inputs() -> Inputs:
         made = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), spec.seed)
@@ -196,8 +195,11 @@ def _more_placements(workload: Workload, backend: Backend, case: Case, prepared:
         return made
 
     try:
-        more = make_placements(count, workload, backend, case, new_inputs,
-                               lambda size: _padding(size, spec.device))
+        count, note = placements_to_add(spec.timing.placements, backend, prepared, inputs,
+                                        torch.cuda.mem_get_info()[0])
+        before = torch.cuda.memory_allocated()
+        more, short = make_placements(count, workload, backend, case, new_inputs,
+                                      lambda size: _padding(size, spec.device))
         synchronize(spec.device)
     except Exception as exc:
         raise _fail("prepare (another input placement)", exc) from None
@@ -205,8 +207,8 @@ def _more_placements(workload: Workload, backend: Backend, case: Case, prepared:
     if checked:
         for number, placement in enumerate(more, 2):
             _check_placement(workload, case, placement, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
-                             "before-timing", number)
-    return _Placed(more, note, held)
+                             "before-timing", number, record)
+    return _Placed(more, note or short, held)
 
 
 def _padding(size: int, device: str) -> torch.Tensor:
@@ -215,14 +217,17 @@ def _padding(size: int, device: str) -> torch.Tensor:
 
 
 def _check_placement(workload: Workload, case: Case, placement: Placement, spec: CellSpec, seed: int,
-                     stage: str, number: int) -> None:
-    """Check one more placement as the first is checked; only a failure is recorded."""
+                     stage: str, number: int, record: dict[str, Any]) -> None:
+    """Check one more placement as the first is checked; only a failure joins the cell's
+    accuracy records (its message names the placement)."""
     where = f"{stage}, input placement {number}"
     try:
         accuracy = check(workload, case, placement.prepared, placement.inputs, spec, seed, stage)
     except Exception as exc:
         raise _fail(f"correctness check ({where})", exc) from None
     if not accuracy.passed:
+        failed = attrs.evolve(accuracy, message=f"input placement {number}: {accuracy.message}")
+        record["accuracy"] = (*record.get("accuracy", ()), failed)
         raise _CellFailure(Status.INCORRECT, f"wrong result {where}: {accuracy.message}")
 
 
@@ -265,7 +270,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     if not unchecked:
         _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
                  "before-timing", record)
-    placed = _more_placements(workload, backend, case, prepared, inputs, spec, not unchecked)
+    placed = _more_placements(workload, backend, case, prepared, inputs, spec, not unchecked, record)
     try:
         timing, peak, peak_method, telemetry = _measure(prepared, spec, placed)
     except Exception as exc:
@@ -282,7 +287,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
                  "after-timing", record)
         for number, placement in enumerate(placed.more, 2):
             _check_placement(workload, case, placement, spec, spec.seed + _CHECK_AFTER_SEED_OFFSET,
-                             "after-timing", number)
+                             "after-timing", number, record)
     if prepared.report_metadata is not None:
         try:
             record["metadata"] = {**record["metadata"], **prepared.report_metadata()}

@@ -166,7 +166,9 @@ class CudaTimer:
         if self.options.subtract_floor:
             floor = statistics.median(floor_samples) if floor_samples else self._floor(graph, why_unheld)
             timing = subtract_floor(timing, floor)
-        return attrs.evolve(timing, method=method, note="; ".join(notes), placements=len(calls))
+        # fewer samples than placements (--fixed-iters 2, say) sampled only that many of them
+        placements = min(len(calls), len(timing.samples_ms))
+        return attrs.evolve(timing, method=method, note="; ".join(notes), placements=placements)
 
     def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str,
                      floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import torch
 
 from apex_core.interfaces import Backend, Case, Inputs, Prepared, Workload
 
@@ -65,16 +66,22 @@ def placements_to_add(wanted: int, backend: Backend, prepared: Prepared, inputs:
 
 def make_placements(count: int, workload: Workload, backend: Backend, case: Case,
                     new_inputs: Callable[[], Inputs], allocate_padding: Callable[[int], Any]
-                    ) -> list[Placement]:
+                    ) -> tuple[list[Placement], str]:
     """``count`` more placements; ``new_inputs`` makes the cell's inputs (the cell's seed), and
     ``allocate_padding`` holds that many bytes on the cell's device. The first call of each
-    prepared callable runs here, so lazy work stays out of the timing."""
-    placements = []
+    prepared callable runs here, so lazy work stays out of the timing. A placement the device
+    has no memory for ends the list (the cell keeps those made); the note says so."""
+    placements: list[Placement] = []
     for index in range(1, count + 1):
-        padding = allocate_padding(padding_bytes(index))
-        inputs = new_inputs()
-        prepared = backend.prepare(workload, case, inputs)
-        prepared.fn()
+        try:
+            padding = allocate_padding(padding_bytes(index))
+            inputs = new_inputs()
+            prepared = backend.prepare(workload, case, inputs)
+            prepared.fn()
+        except torch.cuda.OutOfMemoryError:
+            made = len(placements) + 1
+            return placements, (f"{made} input placement{'s' if made > 1 else ''} of {count + 1}: "
+                                "the device ran out of memory making more")
         placements.append(Placement(inputs, prepared, padding))
-    return placements
+    return placements, ""
 

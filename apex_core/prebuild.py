@@ -49,24 +49,16 @@ BUILDER_NICENESS = 10
 # two-GPU run's longest build (64 s) started only 27 s in, behind the builds of earlier cells
 # (docs/perf.md, 2026-11-27).
 DEFAULT_MAX_BUILDERS = 4
-# Under Ray the warm tasks are bounded by half the cluster's CPUs alone: Ray's own CPU
-# accounting keeps them off the measuring tasks' CPUs, and a fresh run of two H200s took
-# 106 s with 8 (its longest build began 26 s in, behind eight others) and 84 s with 16
-# (docs/perf.md, 2026-11-27).
-RAY_MAX_BUILDERS_PER_GPU: int | None = None
 
 _PENDING, _RUNNING, _CLAIMED = "pending", "running", "claimed"
 
 
-def default_build_workers(device: str, cpu_count: int | None = None, gpus: int = 1,
-                          per_gpu: int | None = DEFAULT_MAX_BUILDERS) -> int:
-    """Builders of a run by default: none on the CPU (they would share the CPU being timed);
-    else at most ``per_gpu`` per measuring GPU (None: no such bound) and half the cores."""
+def default_build_workers(device: str, cpu_count: int | None = None, gpus: int = 1) -> int:
+    """Builders of a run by default: none on the CPU (they would share the CPU being timed)."""
     if device != "cuda":
         return 0
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    bound = cores // 2 if per_gpu is None else min(per_gpu * max(1, gpus), cores // 2)
-    return max(0, bound)
+    return max(0, min(DEFAULT_MAX_BUILDERS * max(1, gpus), cores // 2))
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ import attrs
 from apex_core.caches import CompileCaches, compile_caches
 from apex_core.devices import fake_gpus, host_gpus, parse_devices, select_devices
 from apex_core.errors import UsageError
-from apex_core.prebuild import DEFAULT_MAX_BUILDERS, RAY_MAX_BUILDERS_PER_GPU, default_build_workers
+from apex_core.prebuild import default_build_workers
 from apex_core.results import DeviceInfo
 
 
@@ -30,8 +30,8 @@ def add_scale_args(parser: argparse.ArgumentParser) -> None:
                        help="builder processes that compile upcoming cells (Triton kernels, torch.compile "
                             "graphs) into the compile caches while each cell is timed alone on its GPU "
                             "(default: min(4 x GPUs, cores/2) with --device cuda, 0 on the CPU or with "
-                            "--inline; under --executor ray, warm tasks at once, from the cluster's GPUs "
-                            "and CPUs)")
+                            "--inline; under --executor ray, warm tasks at once, by default one per CPU of "
+                            "the cluster the measuring tasks leave)")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="run cells in worker processes here (local, default) or as tasks of a Ray "
                             "cluster (ray; needs the ray extra)")
@@ -84,12 +84,15 @@ def resolve_devices(args: Any, device: str) -> tuple[DeviceInfo, ...] | None:
 
 
 def resolve_build_workers(args: Any, device: str, gpus: int = 1, cpus: int | None = None,
-                          per_gpu: int | None = DEFAULT_MAX_BUILDERS) -> int:
-    """How many builders the run starts: ``--build-workers``, else the default for the device,
-    the number of GPUs the run measures on and the CPUs it has (a Ray cluster's, under Ray)."""
+                          default: int | None = None) -> int:
+    """How many builders the run starts: ``--build-workers``, else ``default`` (the Ray
+    executor's) or the default for the device, the number of GPUs the run measures on and
+    the CPUs it has."""
     wanted = getattr(args, "build_workers", None)
     if wanted is None:
-        return 0 if args.inline else default_build_workers(device, cpus, gpus=gpus, per_gpu=per_gpu)
+        if args.inline:
+            return 0
+        return default if default is not None else default_build_workers(device, cpus, gpus=gpus)
     if wanted < 0:
         raise UsageError(f"--build-workers: {wanted} is not a number of processes; give 0 or more")
     if wanted and args.inline:
@@ -110,11 +113,10 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
         from apex_core.executors.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray_address, device)
-        resources = executor.connect().resources
-        # the cluster's GPUs and CPUs, not this host's: warm tasks run on its nodes
-        executor.build_workers = builders = resolve_build_workers(
-            args, device, gpus=max(1, int(resources.get("GPU", 0))), cpus=int(resources.get("CPU", 1)),
-            per_gpu=RAY_MAX_BUILDERS_PER_GPU)
+        executor.connect()
+        # the cluster's CPUs, not this host's: warm tasks run on its nodes
+        executor.build_workers = builders = resolve_build_workers(args, device,
+                                                                  default=executor.default_warm_tasks())
     try:
         caches = compile_caches(fresh=args.fresh)
     except UsageError:

@@ -8,7 +8,7 @@ Ray never puts two cells on one GPU at once. Results come back as they finish an
 through the run's callback, so the incremental report is written after each, and a
 killed driver leaves the report of what had finished. A task lost with its worker or its
 node is retried once by Ray; lost again, its cell is ``crashed`` with Ray's reason.
-With builders (``--build-workers``, 4 per GPU of the cluster by default), each warmable
+With builders (``--build-workers``, by default one per CPU the measuring tasks leave), each warmable
 cell's compile caches are filled by a CPU-only warm task first, and its measuring task
 waits for that one: builds run in parallel, measurements alone.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 import time
 from collections.abc import Mapping
@@ -39,6 +40,8 @@ NODE_PROBE_TIMEOUT_S = 300.0
 WAIT_POLL_S = 0.5
 # Ray retries a task lost with its worker or node this many times before its cell is crashed.
 TASK_RETRIES = 1
+# the least a warm task asks for, however many run at once: Ray's resolution
+_MIN_WARM_TASK_CPUS = 1e-4
 
 
 def import_ray() -> Any:
@@ -159,13 +162,27 @@ class RayExecutor:
                         "task_options": dict(self.task_options), "nodes": self.facts.nodes},
                 "gpu": models[0] if self.device == "cuda" and models else None}
 
-    def warm_task_cpus(self) -> int:
-        """The CPUs one warm task asks for: at most ``build_workers`` of them run at once, and the
-        measuring tasks (one per GPU, or one on the CPU) keep theirs."""
+    def warm_task_cpus(self) -> float:
+        """The CPUs one warm task asks for: an equal share of those the measuring tasks (one per
+        GPU, or one on the CPU) leave, so at most ``build_workers`` warm tasks run at once. The
+        share may be fractional (Ray counts CPUs to 1/10,000); it is rounded down to that."""
         assert self.facts is not None, "connect() first"
-        cpus = self.facts.resources.get("CPU", 1.0)
-        measuring = self.facts.resources.get("GPU", 0.0) if self.device == "cuda" else 1.0
-        return max(1, int((cpus - measuring) // max(1, self.build_workers)))
+        free = self.facts.resources.get("CPU", 1.0) - self._measuring_cpus()
+        share = math.floor(max(free, 0.0) / max(1, self.build_workers) * 1e4) / 1e4
+        return max(share, _MIN_WARM_TASK_CPUS)
+
+    def _measuring_cpus(self) -> float:
+        return self.facts.resources.get("GPU", 0.0) if self.facts is not None and self.device == "cuda" else 1.0
+
+    def default_warm_tasks(self) -> int:
+        """``--build-workers`` by default under Ray: one warm task per CPU the measuring tasks
+        leave (none on the CPU, where they would take the CPU being timed). Ray's CPU
+        accounting keeps them off the measuring tasks' CPUs; on two H200s (32 CPUs) a fresh run
+        took 106 s with 10 at once and 78-84 s with every free CPU (docs/perf.md, 2026-11-27)."""
+        assert self.facts is not None, "connect() first"
+        if self.device != "cuda":
+            return 0
+        return max(1, int(self.facts.resources.get("CPU", 1.0) - self._measuring_cpus()))
 
     def run(self, plan: Any, registry: Any, book: Any, configure_failures: dict[str, str],
             worker_env: dict[str, str], probe_timeout_s: float) -> tuple[DeviceUse, ...]:

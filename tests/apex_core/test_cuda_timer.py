@@ -170,6 +170,14 @@ def test_samples_are_taken_from_every_placement_in_turn_and_pooled():
     assert {name: order.count(name) for name in "abc"}["a"] - order.count("c") in (0, 1)
 
 
+def test_fewer_samples_than_placements_count_only_the_placements_sampled():
+    clock = FakeClock()
+    options = TimingOptions(fixed_iters=2, subtract_floor=False)
+    step = [lambda: setattr(clock, "now_ms", clock.now_ms + 0.01)] * 4
+    timing = make_timer(clock, None, options).measure(step[0], step[1:])
+    assert timing.stats.n == 2 and timing.placements == 2
+
+
 def test_one_callable_is_one_placement():
     clock = FakeClock()
     timing = make_timer(clock, None, OPTIONS).measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.01))

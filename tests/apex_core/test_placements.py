@@ -5,6 +5,7 @@ several placements in turn); here the placements are made on the CPU with the CU
 queries stood in for.
 """
 
+import attrs
 import pytest
 import torch
 
@@ -99,8 +100,9 @@ def test_make_placements_makes_new_inputs_prepares_on_them_and_runs_each_once():
         calls.append(made)
         return made
 
-    placements = make_placements(3, workload, backend, case, new_inputs, lambda size: pads.append(size) or size)
-    assert [p.inputs for p in placements] == calls == backend.prepared
+    placements, note = make_placements(3, workload, backend, case, new_inputs,
+                                       lambda size: pads.append(size) or size)
+    assert note == "" and [p.inputs for p in placements] == calls == backend.prepared
     assert pads == [padding_bytes(1), padding_bytes(2), padding_bytes(3)]
     assert [p.padding for p in placements] == pads
     # the same values (the cell's seed) in new tensors
@@ -108,29 +110,63 @@ def test_make_placements_makes_new_inputs_prepares_on_them_and_runs_each_once():
     assert len({p.inputs["x"].data_ptr() for p in placements}) == 3
 
 
-def test_a_cuda_cell_gets_its_placements_each_checked(fake_cuda_memory):
+def test_make_placements_keeps_those_made_when_the_device_runs_out_of_memory():
+    backend, workload = Reprepares(), Axpy()
+    case = Case("axpy", "small", AxpyParams(n=64))
+
+    def padding(size):
+        if size == padding_bytes(3):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 24.01 MiB")
+        return size
+
+    placements, note = make_placements(3, workload, backend, case,
+                                       lambda: workload.make_inputs(case, "cpu", torch.float32, 3), padding)
+    assert len(placements) == 2 and note == "3 input placements of 4: the device ran out of memory making more"
+
+
+def test_a_cuda_cell_gets_its_placements_each_checked(fake_cuda_memory, monkeypatch):
     workload, backend, spec = CudaAxpy(), Reprepares(), cuda_spec(placements=3)
     case, inputs, prepared = first_placement(workload, backend, spec)
-    placed = _more_placements(workload, backend, case, prepared, inputs, spec, checked=True)
+    checked = []
+    real_check = cell.check
+    monkeypatch.setattr(cell, "check", lambda *args: checked.append(args[3]) or real_check(*args))
+    record = {}
+    placed = _more_placements(workload, backend, case, prepared, inputs, spec, True, record)
     assert len(placed.more) == 2 and placed.note == "" and len(backend.prepared) == 3
+    assert checked == [p.inputs for p in placed.more]  # each placement's own inputs, before timing
+    assert record == {}  # passing checks of the other placements add no records
+    checked.clear()
+    _more_placements(workload, backend, case, prepared, inputs, spec, False, record)  # unchecked workload
+    assert checked == []
 
 
 def test_a_placement_that_computes_wrong_fails_the_cell_naming_it(fake_cuda_memory):
     workload, backend, spec = CudaAxpy(), Reprepares(wrong_from=3), cuda_spec(placements=4)
     case, inputs, prepared = first_placement(workload, backend, spec)
+    record = {}
     with pytest.raises(_CellFailure) as failure:
-        _more_placements(workload, backend, case, prepared, inputs, spec, checked=True)
+        _more_placements(workload, backend, case, prepared, inputs, spec, True, record)
     assert failure.value.status == Status.INCORRECT
     assert failure.value.reason.startswith("wrong result before-timing, input placement 3:")
+    [accuracy] = record["accuracy"]  # the failing check is kept with the cell
+    assert not accuracy.passed and accuracy.stage == "before-timing"
+    assert accuracy.message.startswith("input placement 3: ")
+
+
+def test_a_warm_cache_cell_keeps_one_placement(fake_cuda_memory):
+    workload, backend = CudaAxpy(), Reprepares()
+    warm = attrs.evolve(cuda_spec(), timing=attrs.evolve(cuda_spec().timing, cache="warm"))
+    case, inputs, prepared = first_placement(workload, backend, warm)
+    assert _more_placements(workload, backend, case, prepared, inputs, warm, True, {}).more == []
 
 
 def test_no_placements_on_the_cpu_for_one_or_for_a_backend_that_prepares_once(fake_cuda_memory):
     workload = CudaAxpy()
     case, inputs, prepared = first_placement(workload, Reprepares(), cuda_spec())
     cpu = CellSpec("axpy", "small", "reprepares", "fp32", "cpu", {"n": 64}, seed=3, timing=cuda_spec().timing)
-    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cpu, True).more == []
-    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cuda_spec(1), True).more == []
-    assert _more_placements(workload, Eager(), case, prepared, inputs, cuda_spec(), True).more == []
+    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cpu, True, {}).more == []
+    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cuda_spec(1), True, {}).more == []
+    assert _more_placements(workload, Eager(), case, prepared, inputs, cuda_spec(), True, {}).more == []
 
 
 @pytest.mark.parametrize("count", [0, MAX_PLACEMENTS + 1, True])

@@ -11,8 +11,9 @@ import torch
 
 from apex_core.cli.scale_args import resolve_build_workers
 from apex_core.errors import UsageError
+from apex_core.executors.ray_executor import ClusterFacts, RayExecutor
 from apex_core.interfaces import warms_caches
-from apex_core.prebuild import RAY_MAX_BUILDERS_PER_GPU, BuildAhead, default_build_workers
+from apex_core.prebuild import BuildAhead, default_build_workers
 from apex_core.report.manifest import config_sha256
 from apex_core.results import CellResult, Status
 from apex_core.warming import NOT_STARTED, WARMED, WarmResult
@@ -88,11 +89,25 @@ def test_the_default_number_of_builders():
     assert default_build_workers("cuda", 1) == 0
     assert default_build_workers("cuda", 32, gpus=2) == 8  # two GPUs empty the queue twice as fast
     assert default_build_workers("cuda", 12, gpus=2) == 6  # still at most half the cores
-    assert default_build_workers("cuda", 32, gpus=2, per_gpu=None) == 16  # half the cores alone (Ray)
 
 
 def _args(**given):
     return argparse.Namespace(**{"build_workers": None, "inline": False, "executor": "local", **given})
+
+
+def test_ray_warm_tasks_share_the_cpus_the_measuring_tasks_leave():
+    executor = RayExecutor(None, "cuda")
+    executor.facts = ClusterFacts("local", {"CPU": 32.0, "GPU": 2.0}, {})
+    assert executor.default_warm_tasks() == 30  # one per CPU the two measuring tasks leave
+    for wanted in (30, 16, 7, 1):
+        executor.build_workers = wanted
+        share = executor.warm_task_cpus()
+        assert int(30 // share) == wanted, (wanted, share)  # exactly that many fit at once
+    executor.build_workers = 64  # more than the CPUs: fractional shares, still 64 at once
+    assert executor.warm_task_cpus() == pytest.approx(0.4687) and int(30 // 0.4687) == 64
+    on_cpu = RayExecutor(None, "cpu")
+    on_cpu.facts = ClusterFacts("local", {"CPU": 8.0}, {})
+    assert on_cpu.default_warm_tasks() == 0  # they would share the CPU being timed
 
 
 def test_build_workers_flag_is_checked():
@@ -101,10 +116,10 @@ def test_build_workers_flag_is_checked():
     assert resolve_build_workers(_args(inline=True), "cuda") == 0  # off where cells run in-process
     # under Ray, from the cluster's GPUs and CPUs: warm tasks ahead of the measuring ones
     assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32) == 8
-    # the Ray executor's default: half the cluster's CPUs, whatever its GPUs
-    assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32,
-                                 per_gpu=RAY_MAX_BUILDERS_PER_GPU) == 16
     assert resolve_build_workers(_args(build_workers=2, executor="ray"), "cuda", gpus=2, cpus=32) == 2
+    # the Ray executor's own default (RayExecutor.default_warm_tasks) wins over the local one
+    assert resolve_build_workers(_args(executor="ray"), "cuda", default=30) == 30
+    assert resolve_build_workers(_args(build_workers=3, executor="ray"), "cuda", default=30) == 3
     with pytest.raises(UsageError, match="drop it with --inline"):
         resolve_build_workers(_args(build_workers=2, inline=True), "cuda")
     with pytest.raises(UsageError, match="-1 is not a number of processes"):

@@ -113,7 +113,8 @@ def test_warm_tasks_build_each_cell_before_its_measuring_task_runs_it(tmp_path, 
     address, _marker = cluster
     backends = "test-warm-mark,test-working"
     result = run_cli(["--device", "cpu", "--workloads", "test-scale", "--backends", backends, *FAST,
-                      "--executor", "ray", "--ray-address", address, "--build-workers", "1",
+                      # three warm tasks on the one CPU the measuring task leaves: a third each
+                      "--executor", "ray", "--ray-address", address, "--build-workers", "3",
                       "--output-json", "r.json", "--output-md", "r.md"], cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr + result.stdout
     record = load(tmp_path / "r.json")
