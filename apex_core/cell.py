@@ -28,7 +28,7 @@ from apex_core.cuda_timer import measure_cuda
 from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
-from apex_core.placements import Placement, make_placements, placements_to_add
+from apex_core.placements import Placement, input_bytes, make_placements, placements_to_add
 from apex_core.results import (
     Accuracy,
     Case,
@@ -106,10 +106,16 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def cell_inputs(workload: Workload, case: Case, spec: CellSpec, seed: int) -> Inputs:
+    """The cell's inputs from ``seed``, on its device in its dtype, validated."""
+    made = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), seed)
+    workload.validate_inputs(case, made)
+    return made
+
+
 def refresh_inputs_(workload: Workload, case: Case, inputs: Inputs, spec: CellSpec, seed: int) -> None:
     """Copy fresh random values into the existing input tensors (addresses stay valid)."""
-    fresh = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), seed)
-    workload.validate_inputs(case, fresh)
+    fresh = cell_inputs(workload, case, spec, seed)
     for name, tensor in inputs.items():
         tensor.copy_(fresh[name])
 
@@ -150,7 +156,7 @@ def derive(work: Work, timing: Timing) -> Derived:
     )
 
 
-def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed | None = None
+def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed
              ) -> tuple[Timing, float | None, str, Telemetry | None]:
     """Time the prepared callable (in turn with its other input placements' callables); the
     timing, peak memory in MB and how it was read, GPU telemetry."""
@@ -161,12 +167,9 @@ def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed | None = None
         timing = measure_cpu(prepared.fn, spec.timing)
         return _relabel(timing, prepared), rss.peak_mb(), rss.method, None
     options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
-    placed = placed or _Placed([], "", 0)
     timing, peak, telemetry = measure_cuda(prepared.fn, options, [p.prepared.fn for p in placed.more],
                                            placed.held_bytes)
-    if placed.note:
-        timing = attrs.evolve(timing, note="; ".join(n for n in (timing.note, placed.note) if n))
-    return _relabel(timing, prepared), peak, CUDA_PEAK_METHOD, telemetry
+    return _relabel(timing, prepared, placed.note), peak, CUDA_PEAK_METHOD, telemetry
 
 
 @attrs.frozen
@@ -174,9 +177,12 @@ class _Placed:
     """A cell's input placements beyond the first, why there are fewer than asked ("" if not),
     and the device bytes they hold."""
 
-    more: list[Placement]
+    more: tuple[Placement, ...]
     note: str
     held_bytes: int
+
+
+_ONE_PLACEMENT = _Placed((), "", 0)
 
 
 def _more_placements(workload: Workload, backend: Backend, case: Case, prepared: Prepared, inputs: Inputs,
@@ -187,18 +193,13 @@ def _more_placements(workload: Workload, backend: Backend, case: Case, prepared:
     leave each call's data out of the L2 the call before filled.
     """
     if not spec.device.startswith("cuda") or spec.timing.placements <= 1 or spec.timing.cache == "warm":
-        return _Placed([], "", 0)
-
-    def new_inputs() -> Inputs:
-        made = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), spec.seed)
-        workload.validate_inputs(case, made)
-        return made
-
+        return _ONE_PLACEMENT
     try:
         count, note = placements_to_add(spec.timing.placements, backend, prepared, inputs,
                                         torch.cuda.mem_get_info()[0])
         before = torch.cuda.memory_allocated()
-        more, short = make_placements(count, workload, backend, case, new_inputs,
+        more, short = make_placements(count, workload, backend, case,
+                                      lambda: cell_inputs(workload, case, spec, spec.seed),
                                       lambda size: _padding(size, spec.device))
         synchronize(spec.device)
     except Exception as exc:
@@ -208,7 +209,7 @@ def _more_placements(workload: Workload, backend: Backend, case: Case, prepared:
         for number, placement in enumerate(more, 2):
             _check_placement(workload, case, placement, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
                              "before-timing", number, record)
-    return _Placed(more, note or short, held)
+    return _Placed(tuple(more), note or short, held)
 
 
 def _padding(size: int, device: str) -> torch.Tensor:
@@ -231,9 +232,10 @@ def _check_placement(workload: Workload, case: Case, placement: Placement, spec:
         raise _CellFailure(Status.INCORRECT, f"wrong result {where}: {accuracy.message}")
 
 
-def _relabel(timing: Timing, prepared: Prepared) -> Timing:
+def _relabel(timing: Timing, prepared: Prepared, note: str = "") -> Timing:
+    """The timing under the backend's method name, with its note, the backend's and ``note``."""
     method = prepared.timing_method or timing.method
-    note = "; ".join(n for n in (timing.note, prepared.timing_note) if n)
+    note = "; ".join(n for n in (timing.note, prepared.timing_note, note) if n)
     return attrs.evolve(timing, method=method, note=note)
 
 
@@ -247,13 +249,12 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _fail("configure", exc) from None
     torch.manual_seed(spec.seed)
     try:
-        inputs = workload.make_inputs(case, spec.device, cell_torch_dtype(spec.dtype), spec.seed)
-        workload.validate_inputs(case, inputs)
+        inputs = cell_inputs(workload, case, spec, spec.seed)
     except CellSkipped as skip:  # a workload's own condition (a bench.yaml's skip block)
         raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None
     except Exception as exc:
         raise _fail("input generation", exc) from None
-    record["input_memory_mb"] = sum(t.numel() * t.element_size() for t in inputs.values()) / 2**20
+    record["input_memory_mb"] = input_bytes(inputs) / 2**20
     try:
         start = time.perf_counter()
         prepared = backend.prepare(workload, case, inputs)

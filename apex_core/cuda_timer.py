@@ -145,7 +145,6 @@ class CudaTimer:
                 graph = True
             except Exception as exc:  # capture is best effort; the method column says what ran
                 torch.cuda.synchronize()
-                calls = (fn, *more)
                 notes.append(f"graph capture failed ({type(exc).__name__}: {exc}); timed eagerly")
         call = calls[0] if len(calls) == 1 else InTurn(calls)
         torch.cuda.synchronize()

@@ -45,7 +45,7 @@ def padding_bytes(index: int) -> int:
 
 
 def input_bytes(inputs: Inputs) -> int:
-    return sum(t.numel() * t.element_size() for t in inputs.values() if hasattr(t, "element_size"))
+    return sum(t.numel() * t.element_size() for t in inputs.values())
 
 
 def placements_to_add(wanted: int, backend: Backend, prepared: Prepared, inputs: Inputs,

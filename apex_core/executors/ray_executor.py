@@ -172,7 +172,9 @@ class RayExecutor:
         return max(share, _MIN_WARM_TASK_CPUS)
 
     def _measuring_cpus(self) -> float:
-        return self.facts.resources.get("GPU", 0.0) if self.facts is not None and self.device == "cuda" else 1.0
+        """The CPUs the measuring tasks hold at once: one per GPU (a task's default), one on the CPU."""
+        assert self.facts is not None, "connect() first"
+        return self.facts.resources.get("GPU", 0.0) if self.device == "cuda" else 1.0
 
     def default_warm_tasks(self) -> int:
         """``--build-workers`` by default under Ray: one warm task per CPU the measuring tasks

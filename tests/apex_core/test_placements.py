@@ -157,16 +157,16 @@ def test_a_warm_cache_cell_keeps_one_placement(fake_cuda_memory):
     workload, backend = CudaAxpy(), Reprepares()
     warm = attrs.evolve(cuda_spec(), timing=attrs.evolve(cuda_spec().timing, cache="warm"))
     case, inputs, prepared = first_placement(workload, backend, warm)
-    assert _more_placements(workload, backend, case, prepared, inputs, warm, True, {}).more == []
+    assert _more_placements(workload, backend, case, prepared, inputs, warm, True, {}).more == ()
 
 
 def test_no_placements_on_the_cpu_for_one_or_for_a_backend_that_prepares_once(fake_cuda_memory):
     workload = CudaAxpy()
     case, inputs, prepared = first_placement(workload, Reprepares(), cuda_spec())
     cpu = CellSpec("axpy", "small", "reprepares", "fp32", "cpu", {"n": 64}, seed=3, timing=cuda_spec().timing)
-    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cpu, True, {}).more == []
-    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cuda_spec(1), True, {}).more == []
-    assert _more_placements(workload, Eager(), case, prepared, inputs, cuda_spec(), True, {}).more == []
+    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cpu, True, {}).more == ()
+    assert _more_placements(workload, Reprepares(), case, prepared, inputs, cuda_spec(1), True, {}).more == ()
+    assert _more_placements(workload, Eager(), case, prepared, inputs, cuda_spec(), True, {}).more == ()
 
 
 @pytest.mark.parametrize("count", [0, MAX_PLACEMENTS + 1, True])

@@ -114,7 +114,7 @@ def test_build_workers_flag_is_checked():
     assert resolve_build_workers(_args(), "cpu") == 0
     assert resolve_build_workers(_args(build_workers=3), "cpu") == 3
     assert resolve_build_workers(_args(inline=True), "cuda") == 0  # off where cells run in-process
-    # under Ray, from the cluster's GPUs and CPUs: warm tasks ahead of the measuring ones
+    # the device's default for a given count of GPUs and CPUs (the local one)
     assert resolve_build_workers(_args(executor="ray"), "cuda", gpus=2, cpus=32) == 8
     assert resolve_build_workers(_args(build_workers=2, executor="ray"), "cuda", gpus=2, cpus=32) == 2
     # the Ray executor's own default (RayExecutor.default_warm_tasks) wins over the local one
