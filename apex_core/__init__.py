@@ -15,6 +15,7 @@ from apex_core.api import run
 from apex_core.errors import ApexBenchError, ParamError, PluginError, UsageError
 from apex_core.interfaces import Backend, CellSkipped, Prepared, Workload
 from apex_core.plan import Plan, build_plan
+from apex_core.plugin_api import PLUGIN_API
 from apex_core.registry import Registry
 from apex_core.results import (
     Accuracy,
@@ -41,6 +42,7 @@ __all__ = [
     "CellResult",
     "CellSkipped",
     "ParamError",
+    "PLUGIN_API",
     "Plan",
     "PluginError",
     "Prepared",

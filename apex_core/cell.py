@@ -29,6 +29,7 @@ from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.placements import Placement, input_bytes, make_placements, placements_to_add
+from apex_core.plugin_api import work_of
 from apex_core.results import (
     Accuracy,
     Case,
@@ -279,7 +280,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
     record["peak_memory_method"] = peak_method
     try:
-        work = prepared.work if prepared.work is not None else workload.work(case, spec.dtype)
+        work = prepared.work if prepared.work is not None else work_of(workload, case, spec.dtype)
     except Exception as exc:
         raise _fail("work count", exc) from None
     record["derived"] = derive(work, timing)

@@ -4,12 +4,17 @@ Third-party packages subclass these and register the classes under the
 entry-point groups ``apex_bench.workloads`` and ``apex_bench.backends``.
 Construction must be cheap and must not import heavy stacks (triton,
 tensorrt, onnxruntime): do that inside ``probe`` or ``prepare``. The guide with a
-complete example package is docs/plugins.md.
+complete example package is docs/plugins.md; the contract, its version
+(``apex_core.PLUGIN_API``), the changelog and the deprecation policy are in
+docs/plugin-api.md. Each member says the plugin API version it appeared in.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,6 +42,46 @@ DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
 
 FIXED_PROFILE = "fixed"  # every workload's parameter defaults; a workload names its other profiles
 
+# The profiles plugin API 1.0 shared between all workloads (``apex_core.interfaces.PROFILES``), each
+# value applied to the fields a workload has. Since 1.2 a workload declares its own
+# (``Workload.profiles``); a first-API workload (``work(case)``, no profiles of its own) still gets
+# these through the shim, and the report lists that as a deprecation.
+_FIRST_API_PROFILES: Mapping[str, Mapping[str, Any]] = {
+    FIXED_PROFILE: {},
+    "smoke": {"batch": 1, "channels": 8, "height": 16, "width": 16, "tile_size": 4, "kmax": 6,
+              "steps": 16, "budget_b1": 4, "budget_b2": 2, "budget_total": 6},
+}
+_PROFILES_DEPRECATION = ("apex_core.interfaces.PROFILES", "Workload.profiles", "1.2")
+# (top-level package of the caller) -> the deprecated names it used: (used, instead, since)
+_deprecated_uses: dict[str, set[tuple[str, str, str]]] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``PROFILES``, which plugin API 1.0 exported, with a DeprecationWarning (PEP 562)."""
+    if name != "PROFILES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    _deprecated_uses.setdefault(str(caller).partition(".")[0], set()).add(_PROFILES_DEPRECATION)
+    warnings.warn("apex_core.interfaces.PROFILES is deprecated since plugin API 1.2 and goes in 2.0: "
+                  "declare the workload's own Workload.profiles", DeprecationWarning, stacklevel=2)
+    return _FIRST_API_PROFILES
+
+
+def deprecated_uses(package: str) -> list[tuple[str, str, str]]:
+    """The deprecated module-level names code of ``package`` used: (used, instead, since)."""
+    return sorted(_deprecated_uses.get(package, ()))
+
+
+def takes_dtype_name(workload: Workload) -> bool:
+    """Whether ``workload.work`` takes the cell's dtype (API 1.2), or is the first API's ``work(case)``."""
+    try:
+        params = inspect.signature(workload.work).parameters.values()  # bound: without self
+    except (TypeError, ValueError):
+        return True
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == kinds.VAR_POSITIONAL for p in params)
+
 
 @attrs.frozen
 class ExportRecipe:
@@ -58,20 +103,32 @@ class ExportRecipe:
 
 
 class Workload(abc.ABC):
-    """A computation with a torch reference: the single source of truth for its semantics."""
+    """A computation with a torch reference: the single source of truth for its semantics.
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    params_type: ClassVar[type]  # a frozen attrs class; its defaults are the fixed profile
-    case_names: ClassVar[tuple[str, ...]] = ("default",)
-    # Named parameter profiles besides "fixed" (the defaults): {"smoke": {"channels": 8, ...}}.
+    Since plugin API 1.0 unless a member says otherwise.
+    """
+
+    name: ClassVar[str]  # 1.0; the entry-point name wins
+    description: ClassVar[str]  # 1.0
+    params_type: ClassVar[type]  # 1.0: a frozen attrs class; its defaults are the fixed profile
+    case_names: ClassVar[tuple[str, ...]] = ("default",)  # 1.0
+    # 1.2: named parameter profiles besides "fixed" (the defaults): {"smoke": {"channels": 8, ...}}.
     # Values name fields of params_type. A run under a profile this workload lacks runs it
     # with its defaults and records that in the report (docs/workloads.md).
     profiles: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    # 1.4, optional: the plugin API this plugin was written against ("1.2"); a plugin that
+    # declares a major version other than apex-bench's, or a later minor one, fails to load
+    plugin_api: ClassVar[str | None] = None
+
+    def _own_profiles(self) -> Mapping[str, Mapping[str, Any]]:
+        """This workload's profiles; a first-API workload without any gets the 1.0 shared ones (shim)."""
+        if not self.profiles and not takes_dtype_name(self):
+            return _FIRST_API_PROFILES
+        return self.profiles
 
     def profile_names(self) -> tuple[str, ...]:
-        """``fixed`` and the profiles this workload defines."""
-        return (FIXED_PROFILE, *(name for name in self.profiles if name != FIXED_PROFILE))
+        """``fixed`` and the profiles this workload defines (since 1.2)."""
+        return (FIXED_PROFILE, *(name for name in self._own_profiles() if name != FIXED_PROFILE))
 
     def make_params(self, profile: str = FIXED_PROFILE, overrides: Mapping[str, Any] | None = None) -> Any:
         """Resolve the parameters for one of this workload's profiles plus ``--set`` overrides (typed).
@@ -83,7 +140,10 @@ class Workload(abc.ABC):
         if profile not in self.profile_names():
             raise ParamError(f"{self.name} has no profile {profile!r}; its profiles: "
                              f"{', '.join(self.profile_names())}")
-        values = dict(self.profiles.get(profile, {}))
+        profiles = self._own_profiles()
+        values = dict(profiles.get(profile, {}))
+        if profiles is _FIRST_API_PROFILES:  # shared values: each workload took the fields it has
+            values = {k: v for k, v in values.items() if k in fields}
         unknown = sorted(set(values) - fields)
         if unknown:
             raise ParamError(f"{self.name}: profile {profile!r} sets {unknown[0]!r}, which is not a "
@@ -113,16 +173,17 @@ class Workload(abc.ABC):
 
     @abc.abstractmethod
     def work(self, case: Case, dtype_name: str) -> Work:
-        """Minimal bytes moved, FLOPs and throughput units of one call in ``dtype_name``.
+        """Minimal bytes moved, FLOPs and throughput units of one call in ``dtype_name`` (since 1.2).
 
         Count the bytes of the dtypes the inputs really take in that cell (data tensors in
         ``dtype_name``, fixed-dtype ones such as int32 indices in theirs), so GB/s is right
         for fp32 cells as for fp16 ones. ``units`` is free text: the plural noun a throughput
-        is counted in (``tiles``, ``images``, ``queries``).
+        is counted in (``tiles``, ``images``, ``queries``). The first API's ``work(case)`` is
+        deprecated since 1.2 and still served by a shim until 2.0 (docs/plugin-api.md).
         """
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe | None:
-        """How ``case`` exports to ONNX in ``dtype_name`` (``apex-bench export-onnx``, the
+        """How ``case`` exports to ONNX in ``dtype_name`` (since 1.2; ``apex-bench export-onnx``, the
         ``onnxruntime`` and ``tensorrt-engine --trt-build`` backends); ``None``: no export.
 
         The export traces ``reference`` as it is; return ``ExportRecipe.refused(reason)`` for
@@ -134,7 +195,7 @@ class Workload(abc.ABC):
         """Raise ``InputValidationError`` when inputs break the contract (checked once, untimed)."""
 
     def unchecked_reason(self, case: Case) -> str:
-        """Why outputs of ``case`` cannot be checked (there is no reference); "" when they are.
+        """Why outputs of ``case`` cannot be checked (there is no reference); "" when they are (since 1.2).
 
         A workload that answers here is timed but never checked: its ``ok`` cells are
         reported with correctness ``unchecked`` and this reason, and ``reference`` is
@@ -148,6 +209,12 @@ class Workload(abc.ABC):
         return Tolerance(atol, rtol)
 
 
+def _callable_or_none(_instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"Prepared.{attribute.name} must be a callable or None, got {value!r}: since plugin "
+                        "API 1.4 timer, work and measure are keyword-only (e.g. Prepared(fn, timer='kernel'))")
+
+
 @attrs.frozen
 class Prepared:
     """What a backend built for one cell: a zero-argument callable to time.
@@ -155,30 +222,35 @@ class Prepared:
     ``fn`` returns the outputs as a dict keyed like the reference's outputs. When
     the backend writes into buffers it allocated once, it lists them in
     ``outputs`` so the runner can poison them before each check run.
+
+    The fields of API 1.0 and 1.1 keep their positions; the later ones are keyword-only
+    (since 1.4), so a positional call written for any earlier API binds as it did.
     """
 
-    fn: Callable[[], Outputs]
-    outputs: Outputs | None = None
-    metadata: dict[str, Any] = attrs.field(factory=dict)
-    timing_note: str = ""  # e.g. "interpreted: not comparable"
-    timing_method: str | None = None  # overrides the runner's method name when set
-    # the CUDA timer this cell needs whatever the run's --timer says ("kernel": the work runs on
-    # streams of its own, which events on the timing stream would not see); None: the run's timer
-    timer: str | None = None
-    # Called once after the cell's last call; its dict is merged into the metadata
+    fn: Callable[[], Outputs]  # 1.0
+    outputs: Outputs | None = None  # 1.0
+    metadata: dict[str, Any] = attrs.field(factory=dict)  # 1.0
+    timing_note: str = ""  # 1.0; e.g. "interpreted: not comparable"
+    timing_method: str | None = None  # 1.0; overrides the runner's method name when set
+    # 1.1: called once after the cell's last call; its dict is merged into the metadata
     # (e.g. what an autotuner selected and how many launches hit its cache).
-    report_metadata: Callable[[], dict[str, Any]] | None = None
-    # The work of one call when only the built callable knows it (an engine file's output
+    report_metadata: Callable[[], dict[str, Any]] | None = attrs.field(default=None,
+                                                                       validator=_callable_or_none)
+    # 1.2: the CUDA timer this cell needs whatever the run's --timer says ("kernel": the work runs on
+    # streams of its own, which events on the timing stream would not see); None: the run's timer
+    timer: str | None = attrs.field(default=None, kw_only=True)
+    # 1.2: the work of one call when only the built callable knows it (an engine file's output
     # shapes follow from running it); None: the workload's ``work`` counts it.
-    work: Work | None = None
-    # For a backend whose calls our timers cannot see into (an external process that times
+    work: Work | None = attrs.field(default=None, kw_only=True)
+    # 1.2: for a backend whose calls our timers cannot see into (an external process that times
     # itself): called once instead of the runner's timer with the cell's TimingOptions, it
     # returns the Timing (method named, e.g. "external"). None: the runner times ``fn``.
-    measure: Callable[[TimingOptions], Timing] | None = None
+    measure: Callable[[TimingOptions], Timing] | None = attrs.field(default=None, kw_only=True,
+                                                                  validator=_callable_or_none)
 
 
 class CellSkipped(ApexBenchError):
-    """Raised by ``prepare`` (or a workload's ``make_inputs``) when a cell cannot run here.
+    """Raised by ``prepare`` (or a workload's ``make_inputs``) when a cell cannot run here (since 1.1).
 
     For what only the build can tell (an engine builder that rejects the network, a
     serialized engine that will not load): the cell becomes ``skipped`` with this
@@ -192,27 +264,32 @@ class CellSkipped(ApexBenchError):
 
 
 class Backend(abc.ABC):
-    """One way of running workloads: an eager reference, a compiler, a kernel library..."""
+    """One way of running workloads: an eager reference, a compiler, a kernel library...
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
-    # the options this backend takes (apex_core.backend_options.BackendOption): offered on the
+    Since plugin API 1.0 unless a member says otherwise.
+    """
+
+    name: ClassVar[str]  # 1.0; the entry-point name wins
+    description: ClassVar[str]  # 1.0
+    devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})  # 1.0
+    # 1.2: the options this backend takes (apex_core.backend_options.BackendOption): offered on the
     # command line as --backend-opt NAME.KEY=VALUE, shown by --list, handed to configure()
     option_specs: ClassVar[tuple[Any, ...]] = ()
-    # Group names users may type for this backend together with others that declare the
+    # 1.2: group names users may type for this backend together with others that declare the
     # same one (``trt`` selects tensorrt-plugin and tensorrt-engine). A backend's own name
     # always wins over an alias.
     aliases: ClassVar[tuple[str, ...]] = ()
-    # True when ``prepare`` may run again for the same cell in one process, on a second set
+    # 1.3: true when ``prepare`` may run again for the same cell in one process, on a second set
     # of inputs, cheaply and with every callable it returned before still valid: the CUDA
     # timer then takes the cell's samples in turn from several input placements
     # (TimingOptions.placements). False (the default) times the first placement alone, as for
     # a backend whose prepare compiles anew or resets state that earlier callables rely on.
     reprepares: ClassVar[bool] = False
+    # 1.4, optional: the plugin API this plugin was written against (see ``Workload.plugin_api``)
+    plugin_api: ClassVar[str | None] = None
 
     def configure(self, options: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
-        """Take this backend's run options (``backend_options[name]``, empty when none were given).
+        """Take this backend's run options (``backend_options[name]``, empty when none were given; since 1.1).
 
         Called in every process that probes or runs the backend, before ``probe`` and
         ``prepare``, with the same plain-data options each time: keep it cheap and
@@ -237,7 +314,7 @@ class Backend(abc.ABC):
         """
 
     def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
-        """Fill the persistent compile caches for one cell ahead of it, without running it (optional).
+        """Fill the persistent compile caches for one cell ahead of it, without running it (since 1.3).
 
         Called in a builder process (``--build-workers``, docs/scale.md) while another
         cell is being timed on the same GPU, with the cell's own inputs on its device,

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+import signal
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, Workload
-from apex_core.results import PluginRow
+from apex_core.plugin_api import check_plugin
+from apex_core.results import PluginDeprecation, PluginRow
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +64,15 @@ def load_entry_points(group: str) -> list[FoundPlugin]:
     # package is seen by a later discovery in the same process.
     ExtensionManager.ENTRY_POINT_CACHE.pop(group, None)
     try:
-        manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
-    except (SystemExit, GeneratorExit) as exc:
-        # stevedore guards each import against Exception only: a module that calls sys.exit()
-        # at import would end the run. Load one by one instead, so only that plugin fails.
+        with _interrupts_counted() as interrupts:
+            manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    except (SystemExit, GeneratorExit, AssertionError, KeyboardInterrupt) as exc:
+        # stevedore guards each import against Exception only, and passes AssertionError and
+        # KeyboardInterrupt on: a plugin module that raises one of these (or calls sys.exit())
+        # at import would end the run. Load one by one instead, so only that plugin fails; a
+        # real Ctrl-C (a SIGINT arrived) still ends the command.
+        if isinstance(exc, KeyboardInterrupt) and interrupts.count:
+            raise
         log.debug("a plugin of %s raised %s at import; loading one by one", group, type(exc).__name__)
         return _load_one_by_one(group)
     found = [FoundPlugin(ext.name, _source_of(ext.entry_point), ext.plugin)
@@ -79,42 +87,79 @@ def _load_one_by_one(group: str) -> list[FoundPlugin]:
     found = []
     for entry_point in entry_points(group=group):
         try:
-            found.append(FoundPlugin(entry_point.name, _source_of(entry_point), entry_point.load()))
-        except KeyboardInterrupt:
-            raise
+            with _interrupts_counted() as interrupts:
+                found.append(FoundPlugin(entry_point.name, _source_of(entry_point), entry_point.load()))
         except BaseException as exc:  # SystemExit at import included: that plugin is broken, not the run
+            if isinstance(exc, KeyboardInterrupt) and interrupts.count:
+                raise  # the user's Ctrl-C, not the plugin's
             found.append(FoundPlugin(entry_point.name, _source_of(entry_point),
-                                     error=f"{type(exc).__name__}: {exc}"))
+                                     error=f"{type(exc).__name__} at import: {exc}".rstrip(": ")))
     return found
 
 
-def _construct(found: FoundPlugin, base: type) -> tuple[Any, str]:
-    """Instantiate a loaded plugin class; returns (instance, error)."""
+class _Interrupts:
+    count = 0
+
+
+@contextlib.contextmanager
+def _interrupts_counted() -> Iterator[_Interrupts]:
+    """Count the SIGINTs that arrive inside the block, so that a KeyboardInterrupt a plugin raises
+    itself at import tells apart from the user's Ctrl-C (only the main thread can watch)."""
+    interrupts = _Interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        interrupts.count = 1  # cannot tell here: treat every KeyboardInterrupt as the user's
+        yield interrupts
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def counted(signum: int, frame: Any) -> None:
+        interrupts.count += 1
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, counted)
+    try:
+        yield interrupts
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _construct(found: FoundPlugin, base: type, group: str) -> tuple[Any, str, tuple[PluginDeprecation, ...]]:
+    """Instantiate a loaded plugin class and check it against the plugin API; returns
+    (instance, error, deprecations)."""
     if found.error:
-        return None, found.error
+        return None, found.error, ()
     instance: Any
     try:
         instance = found.plugin()
     except Exception as exc:
-        return None, f"constructing {found.source} failed: {type(exc).__name__}: {exc}"
+        return None, f"constructing {found.source} failed: {type(exc).__name__}: {exc}", ()
     if not isinstance(instance, base):
-        return None, f"{found.source} is not a subclass of apex_core.interfaces.{base.__name__}"
+        return None, f"{found.source} is not a subclass of apex_core.interfaces.{base.__name__}", ()
     # The entry-point name is what users type; keep the instance's name in step with it.
     if getattr(instance, "name", None) != found.name:
         with contextlib.suppress(AttributeError):  # a read-only property keeps its own name
             setattr(instance, "name", found.name)  # noqa: B010 - instance is typed as object here
-    return instance, ""
+    checked = check_plugin(instance, base, group, found.name)
+    if checked.error:
+        return None, checked.error, ()
+    return instance, "", checked.deprecations
 
 
 class Registry:
     """Every discovered backend and workload, plus a row for each one that failed."""
 
     def __init__(self, backends: dict[str, Backend], workloads: dict[str, Workload],
-                 broken: Sequence[PluginRow] = (), sources: dict[tuple[str, str], str] | None = None):
+                 broken: Sequence[PluginRow] = (), sources: dict[tuple[str, str], str] | None = None,
+                 deprecations: Sequence[PluginDeprecation] = ()):
         self.backends = dict(backends)
         self.workloads = dict(workloads)
         self.broken = tuple(broken)
         self.sources = dict(sources or {})
+        # what the loaded plugins use that a shim still serves (docs/plugin-api.md)
+        self.deprecations = tuple(deprecations)
         # objects given in memory (from_objects): a worker process gets them pickled
         self.in_memory: tuple[tuple[Backend, ...], tuple[Workload, ...]] = ((), ())
 
@@ -131,9 +176,9 @@ class Registry:
             provider_loader = loader if loader is load_entry_points else (lambda _group: [])
         found_backends = loader(BACKEND_GROUP) + expand_providers(provider_loader(BACKEND_PROVIDER_GROUP))
         found_workloads = loader(WORKLOAD_GROUP) + expand_providers(provider_loader(WORKLOAD_PROVIDER_GROUP))
-        backends, b_broken, b_src = _collect(found_backends, Backend, "backend")
-        workloads, w_broken, w_src = _collect(found_workloads, Workload, "workload")
-        return cls(backends, workloads, b_broken + w_broken, {**b_src, **w_src})
+        backends, b_broken, b_src, b_old = _collect(found_backends, Backend, "backend")
+        workloads, w_broken, w_src, w_old = _collect(found_workloads, Workload, "workload")
+        return cls(backends, workloads, b_broken + w_broken, {**b_src, **w_src}, b_old + w_old)
 
     @classmethod
     def from_objects(cls, backends: Iterable[Backend], workloads: Iterable[Workload]) -> Registry:
@@ -144,7 +189,9 @@ class Registry:
         ``in_memory_blob`` says why not when they cannot be.
         """
         backends, workloads = tuple(backends), tuple(workloads)
-        registry = cls({b.name: b for b in backends}, {w.name: w for w in workloads})
+        good_backends, b_broken, b_old = _checked_objects(backends, Backend, "backend")
+        good_workloads, w_broken, w_old = _checked_objects(workloads, Workload, "workload")
+        registry = cls(good_backends, good_workloads, b_broken + w_broken, deprecations=b_old + w_old)
         registry.in_memory = (backends, workloads)
         return registry
 
@@ -215,27 +262,48 @@ class Registry:
         return _expand(requested, known, {ALL: tuple(known)}, "workload")
 
 
+def _checked_objects(objects: Sequence[Any], base: type, group: str
+                     ) -> tuple[dict[str, Any], list[PluginRow], list[PluginDeprecation]]:
+    """In-memory plugins checked against the plugin API as loaded ones are: (usable, errors, deprecations)."""
+    usable: dict[str, Any] = {}
+    broken: list[PluginRow] = []
+    deprecations: list[PluginDeprecation] = []
+    for obj in objects:
+        checked = check_plugin(obj, base, group, obj.name)
+        if checked.error:
+            kind = type(obj)
+            broken.append(PluginRow(group, obj.name, f"{kind.__module__}.{kind.__qualname__}", "error",
+                                    checked.error))
+        else:
+            usable[obj.name] = obj
+            deprecations += checked.deprecations
+    return usable, broken, deprecations
+
+
 def _collect(found: list[FoundPlugin], base: type, group: str):
-    """Sort loaded plugins into instances and error rows; clashing names are errors."""
+    """Sort loaded plugins into instances and error rows (clashing names are errors), and their
+    deprecations."""
     by_name: dict[str, list[FoundPlugin]] = {}
     for item in found:
         by_name.setdefault(item.name, []).append(item)
     instances: dict[str, Any] = {}
     broken: list[PluginRow] = []
     sources: dict[tuple[str, str], str] = {}
+    deprecations: list[PluginDeprecation] = []
     for name, items in sorted(by_name.items()):
         if len(items) > 1:
             both = " and ".join(i.source for i in items)
             broken.append(PluginRow(group, name, both, "error",
                                     f"duplicate {group} name {name!r} registered by {both}"))
             continue
-        instance, error = _construct(items[0], base)
+        instance, error, old = _construct(items[0], base, group)
         sources[(group, name)] = items[0].source
         if error:
             broken.append(PluginRow(group, name, items[0].source, "error", error))
         else:
             instances[name] = instance
-    return instances, broken, sources
+            deprecations += old
+    return instances, broken, sources, deprecations
 
 
 def _expand(requested: Sequence[str] | None, known: list[str],

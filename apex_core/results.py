@@ -326,6 +326,18 @@ class PluginRow:
 
 
 @attrs.frozen
+class PluginDeprecation:
+    """A deprecated form of the plugin API that a plugin uses, served by a shim (docs/plugin-api.md)."""
+
+    group: str  # "backend" or "workload"
+    plugin: str
+    used: str  # e.g. "work(self, case)"
+    instead: str  # e.g. "work(self, case, dtype_name)"
+    since: str  # the plugin API version that deprecated it
+    removal: str  # the version whose shims may be gone
+
+
+@attrs.frozen
 class Report:
     """A whole run: environment, configuration and every cell, in plan order."""
 
@@ -338,6 +350,7 @@ class Report:
     plugins: tuple[PluginRow, ...] = ()
     triton_autotune: dict[str, Any] = attrs.field(factory=dict)
     devices: tuple[DeviceUse, ...] = ()  # the cards the cells were sharded over (--devices, Ray)
+    deprecations: tuple[PluginDeprecation, ...] = ()  # what the run's plugins use that a shim serves
 
     def by_status(self, status: Status) -> tuple[CellResult, ...]:
         return tuple(c for c in self.cells if c.status == status)

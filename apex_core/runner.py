@@ -192,6 +192,7 @@ def run_plan(
         status=status,
         cells=results,
         plugins=registry.broken,
+        deprecations=registry.deprecations,
         triton_autotune=summarize_autotune(results),
         devices=uses,
     )

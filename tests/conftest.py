@@ -20,24 +20,29 @@ ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCE = ROOT / "tests" / "plugins"
 
 
-@pytest.fixture(scope="session")
-def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Install tests/plugins with pip into a private folder (not the user's environment)."""
+def install_plugin_package(source_dir: Path, tmp_path_factory: pytest.TempPathFactory, package: str) -> Path:
+    """Install a plugin package of tests/ with pip into a private folder (not the user's environment)."""
     target = tmp_path_factory.mktemp("plugin-site")
     build = tmp_path_factory.mktemp("plugin-build")
     # setuptools builds in the source tree (build/, *.egg-info): each test process (xdist
     # runs several, each with its own session) builds from a copy of its own, or two
     # builds race on the same files
     source = build / "source"
-    shutil.copytree(PLUGIN_SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(source_dir, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
          "--no-build-isolation", "--no-compile", "--target", str(target), str(source)],
         check=True,
         env={**os.environ, "PIP_NO_INPUT": "1", "TMPDIR": str(build)},
     )
-    assert (target / "apex_testplugin").is_dir()
+    assert (target / package).is_dir()
     return target
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/plugins, installed with pip into a private folder."""
+    return install_plugin_package(PLUGIN_SOURCE, tmp_path_factory, "apex_testplugin")
 
 
 @pytest.fixture()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from apex_core.errors import one_line, printable
+from apex_core.plugin_api import deprecation_lines
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_prober
 from apex_core.registry import Registry
 from apex_core.results import PluginRow
@@ -52,6 +54,11 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
             pool.close(graceful=finished)
     print_listing(rows, device, console)
     print_options(registry, console)
+    # the table folds long reasons over several lines: each problem again on one line of its own
+    for row in registry.broken:
+        print(f"cannot run: {row.group} {row.name!r}: {printable(one_line(row.reason))}")
+    for line in deprecation_lines(registry.deprecations):
+        print(f"deprecated: {line}")
 
 
 def print_options(registry: Registry, console: Any = None) -> None:

@@ -21,8 +21,9 @@ from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.environment import capture_environment
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, one_line, printable
 from apex_core.plan import Plan, PlannedCell, build_plan
+from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
 from apex_core.report.writer import ReportWriter, check_distinct, check_writable, html_output
@@ -145,7 +146,8 @@ class _IncrementalReport:
         suite = "apex-bench" if model is None else SWEEP_SUITE
         self.base = Report(suite=suite, timestamp_utc=utc_now(), environment=env,
                            config=plan.config(), status="running", cells=(),
-                           plugins=registry.broken, triton_autotune=summarize_autotune(()))
+                           plugins=registry.broken, deprecations=registry.deprecations,
+                           triton_autotune=summarize_autotune(()))
         self.cells: dict[int, CellResult] = {}  # by plan index: sharded cells finish out of order
         self.writer = writer
         self.progress = progress
@@ -197,6 +199,8 @@ def _run(args: Any) -> int:
         sweep = _model_plan(args, *model)
         return _execute(args, sweep.plan, sweep.registry, sweep.device, sweep)
     registry = Registry.discover()
+    if not args.list and not args.quiet:
+        announce_plugin_problems(registry)
     device = args.device or default_device()
     if args.executor != "ray":  # a Ray driver needs no GPU of its own; the cluster is checked instead
         check_device(device)
@@ -210,6 +214,15 @@ def _run(args: Any) -> int:
                       overrides=args.overrides, seed=args.seed, timing=timing,
                       timeout_s=args.timeout, backend_options=backend_options_from_args(args, registry))
     return _execute(args, plan, registry, device)
+
+
+def announce_plugin_problems(registry: Registry) -> None:
+    """One line per plugin that failed to load and per deprecated form a plugin uses, before any cell."""
+    for row in registry.broken:
+        print(f"apex-bench: {row.group} {row.name!r} cannot run: {printable(one_line(row.reason))}",
+              file=sys.stderr, flush=True)
+    for line in deprecation_lines(registry.deprecations):
+        print(f"apex-bench: deprecated: {line}", file=sys.stderr, flush=True)
 
 
 def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: SweepPlan | None = None) -> int:

@@ -252,6 +252,7 @@ def empty_report(sweep: SweepPlan, environment: dict[str, Any] | None = None) ->
     return Report(suite=SUITE, timestamp_utc=utc_now(),
                   environment=environment or capture_environment(sweep.device), config=sweep.config(),
                   status="running", cells=(), plugins=sweep.registry.broken,
+                  deprecations=sweep.registry.deprecations,
                   triton_autotune=summarize_autotune(()))
 
 

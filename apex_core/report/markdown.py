@@ -218,6 +218,11 @@ def render_markdown(report: Report) -> str:
     if broken:
         lines += ["", "Plugins that failed to load:", ""]
         lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in broken]
+    if report.deprecations:
+        lines += ["", "Deprecated plugin API the plugins use (served by a shim until its removal; "
+                      "docs/plugin-api.md):", ""]
+        lines += [f"- {d.group} `{d.plugin}`: {_escape(d.used)}, deprecated since {d.since}; use "
+                  f"{_escape(d.instead)} (shim removed in {d.removal})" for d in report.deprecations]
     if notes.texts:
         lines += ["", "Notes:", ""]
         lines += [f"{i}. {_escape(text)}" for i, text in enumerate(notes.texts, start=1)]

@@ -183,6 +183,7 @@ def report_record(report: Report) -> dict[str, Any]:
         "summary": {"cells": len(report.cells), **dict(sorted(counts.items()))},
         "benchmarks": [cell_record(c, report.environment, report.config) for c in report.cells],
         "plugins": [attrs.asdict(row) for row in report.plugins],
+        "deprecations": [attrs.asdict(d) for d in report.deprecations],
         "triton_autotune": report.triton_autotune,
         "devices": devices_record(report.devices),
         # seed, config and data hashes; computed once per artifact per process (manifest.py)

@@ -89,7 +89,7 @@ def test_a_plugin_that_exits_at_import_is_one_error_row_not_the_end_of_the_run(m
                         lambda group: [entry_point("good", lambda: Eager), entry_point("exits", exits)])
     found = {f.name: f for f in registry_module.load_entry_points(BACKEND_GROUP)}
     assert found["good"].plugin is Eager and found["good"].error == ""
-    assert found["exits"].error == "SystemExit: 0"
+    assert found["exits"].error == "SystemExit at import: 0"
 
 
 def test_a_probe_that_raises_makes_error_cells_not_skips():
