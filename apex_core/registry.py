@@ -192,7 +192,7 @@ class Registry:
         good_backends, b_broken, b_old = _checked_objects(backends, Backend, "backend")
         good_workloads, w_broken, w_old = _checked_objects(workloads, Workload, "workload")
         registry = cls(good_backends, good_workloads, b_broken + w_broken, deprecations=b_old + w_old)
-        registry.in_memory = (backends, workloads)
+        registry.in_memory = (tuple(good_backends.values()), tuple(good_workloads.values()))
         return registry
 
     def in_memory_blob(self) -> bytes:
