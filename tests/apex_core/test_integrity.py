@@ -12,10 +12,12 @@ import time
 import pytest
 import torch
 
+import apex_core
 from apex_core import integrity
 from apex_core.registry import Registry
-from apex_core.results import FAILING_STATUSES, Status
-from apex_core.spot_checks import SpotChecks, plan_spots, plain_outputs
+from apex_core.results import FAILING_STATUSES, Status, Timing
+from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
+from apex_core.stats import summarize
 from apex_core.timing import TimingOptions
 
 # short timing: enough samples for the spot checks, a few seconds per cell
@@ -28,8 +30,8 @@ def run_cheat(name: str, isolation: str = "process"):
 
     backends = [cls() for cls in vars(cheats).values()
                 if isinstance(cls, type) and getattr(cls, "name", "") == name]
-    report = __import__("apex_core").run(["test-scale"], [name], device="cpu", timing=TIMING, isolation=isolation,
-                                         registry=Registry.from_objects(backends, [ScaleWorkload()]))
+    report = apex_core.run(["test-scale"], [name], device="cpu", timing=TIMING, isolation=isolation,
+                           registry=Registry.from_objects(backends, [ScaleWorkload()]))
     (cell,) = report.cells
     return cell
 
@@ -97,9 +99,6 @@ def test_guard_names_a_replaced_function_and_restores_it():
 
 
 def test_window_check_catches_samples_longer_than_their_window():
-    from apex_core.stats import summarize
-    from apex_core.results import Timing
-
     samples = (5.0, 5.0, 5.0)
     timing = Timing("cpu_perf_counter", "n/a", samples, summarize(samples), "noise")
     assert integrity.window_problem(timing, int(20e6)) == ""
