@@ -117,6 +117,8 @@ class CudaTimer:
             self.unheld_reason = "" if hold is not None else "not held (--no-hold)"
         self.hold = hold
         self.timed_call: Callable[[], Any] | None = None
+        # the event class and its reading as they were when apex_core was imported (apex_core/clocks.py)
+        self.event, self.elapsed = CudaEvent, elapsed_ms
         self.spot: Any = None  # the spot checks of the measurement in progress
         self.kept: Any = None  # the spot-checked call's outputs, copied
 
@@ -277,11 +279,11 @@ class CudaTimer:
                     floor_batch = self._queue_batch(floor_call, watchdog if held else None, timeout_s, [],
                                                     count)
                     floor_batch[-1][1].synchronize()
-                    floor_samples += [elapsed_ms(begin, end) for begin, end in floor_batch]
+                    floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
                 if checked:
                     spot.after(len(samples), self.kept)
                 for begin, end in batch:
-                    samples.append(elapsed_ms(begin, end))
+                    samples.append(self.elapsed(begin, end))
                     stop = rule.reason(samples, perf_counter() - start)
                     if stop:
                         timing = Timing("cuda_event", options.cache, tuple(samples),
@@ -296,7 +298,7 @@ class CudaTimer:
                      host_ms: list[float], count: int = BATCH, spot: Any = None) -> list[tuple[Any, Any]]:
         """Queue ``count`` samples; each held until its call is queued when a watchdog is given.
         With ``spot``, the first call's outputs are copied after its end event into ``kept``."""
-        events = [(CudaEvent(enable_timing=True), CudaEvent(enable_timing=True)) for _ in range(count)]
+        events = [(self.event(enable_timing=True), self.event(enable_timing=True)) for _ in range(count)]
         for index, (begin, end) in enumerate(events):
             if self.flush_buffer is not None:
                 self.flush_buffer.zero_()
