@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import torch
 
-from apex_core import process_state
+from apex_core import clocks, integrity, process_state, spot_checks
 from apex_core.correctness import (
     DTYPES,
     changed_inputs,
@@ -27,6 +27,7 @@ from apex_core.cpu_memory import RssPeak
 from apex_core.cuda_timer import measure_cuda
 from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
+from apex_core.integrity import Suspect
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.placements import Placement, input_bytes, make_placements, placements_to_add
 from apex_core.plugin_api import work_of
@@ -41,6 +42,7 @@ from apex_core.results import (
     Timing,
     Work,
 )
+from apex_core.spot_checks import SpotChecks, SpotWrong
 from apex_core.timing import TimingOptions, measure_cpu
 
 # how measure_cuda reads peak memory: the caching allocator's peak over the timed region
@@ -49,6 +51,7 @@ CUDA_PEAK_METHOD = "cuda_max_memory_allocated"
 # Seeds of the check runs, offset from the cell's seed so each check sees fresh data.
 _CHECK_BEFORE_SEED_OFFSET = 1
 _CHECK_AFTER_SEED_OFFSET = 2
+_SPOT_SEED_OFFSET = 3  # the spot checks' fresh sets: 3, 4, 5
 
 
 @attrs.frozen
@@ -157,19 +160,19 @@ def derive(work: Work, timing: Timing) -> Derived:
     )
 
 
-def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed
+def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed, spot: SpotChecks | None, spot_bytes: int
              ) -> tuple[Timing, float | None, str, Telemetry | None]:
-    """Time the prepared callable (in turn with its other input placements' callables); the
-    timing, peak memory in MB and how it was read, GPU telemetry."""
+    """Time the prepared callable (in turn with its other input placements' callables), ``spot``
+    checking a few of its calls; the timing, peak memory in MB and how it was read, GPU telemetry."""
     if prepared.measure is not None:  # the backend times itself (an external process)
         return _relabel(prepared.measure(spec.timing), prepared), None, "", None
     if not spec.device.startswith("cuda"):
         rss = RssPeak()
-        timing = measure_cpu(prepared.fn, spec.timing)
+        timing = measure_cpu(prepared.fn, spec.timing, spot=spot)
         return _relabel(timing, prepared), rss.peak_mb(), rss.method, None
     options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
     timing, peak, telemetry = measure_cuda(prepared.fn, options, [p.prepared.fn for p in placed.more],
-                                           placed.held_bytes)
+                                           placed.held_bytes + spot_bytes, spot)
     return _relabel(timing, prepared, placed.note), peak, CUDA_PEAK_METHOD, telemetry
 
 
@@ -267,18 +270,36 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         raise _CellFailure(Status.SKIPPED, skip.reason, skip_kind=skip.kind) from None
     except Exception as exc:
         raise _fail("prepare", exc) from None
+    record["findings"] = [*record.get("findings", ()), *integrity.stage_findings("prepare")]
     unchecked = _unchecked_reason(workload, case)
     record["unchecked"] = unchecked
     if not unchecked:
         _checked(workload, case, prepared, inputs, spec, spec.seed + _CHECK_BEFORE_SEED_OFFSET,
                  "before-timing", record)
     placed = _more_placements(workload, backend, case, prepared, inputs, spec, not unchecked, record)
+    try:  # a workload without a reference, or a backend that times itself, has none
+        spot, spot_bytes = (None, 0) if unchecked or prepared.measure is not None else spot_checks.for_cell(
+            workload, case, spec.dtype, spec.device, spec.timing.min_iters,
+            [inputs, *(p.inputs for p in placed.more)], lambda seed: cell_inputs(workload, case, spec, seed),
+            spec.seed + _SPOT_SEED_OFFSET)
+    except Exception as exc:
+        raise _fail("spot-check setup (fresh inputs and their reference)", exc) from None
     try:
-        timing, peak, peak_method, telemetry = _measure(prepared, spec, placed)
+        window_start = clocks.monotonic_ns()
+        timing, peak, peak_method, telemetry = _measure(prepared, spec, placed, spot, spot_bytes)
+        window_ns = clocks.monotonic_ns() - window_start
+    except SpotWrong as wrong:
+        raise _CellFailure(Status.INCORRECT, str(wrong)) from None
+    except Suspect as caught:
+        raise _CellFailure(Status.SUSPECT, integrity.suspect_reason([caught.reason], None)) from None
     except Exception as exc:
         raise _fail("timing", exc) from None
     record["timing"], record["peak_memory_mb"], record["telemetry"] = timing, peak, telemetry
     record["peak_memory_method"] = peak_method
+    found, profiler_error = integrity.timing_findings(prepared.fn, spec.device, timing, window_ns, spot)
+    record["findings"] += [*integrity.stage_findings("timing"), *found]
+    if profiler_error:
+        record["metadata"]["integrity_profiler"] = profiler_error
     try:
         work = prepared.work if prepared.work is not None else work_of(workload, case, spec.dtype)
     except Exception as exc:
@@ -295,6 +316,12 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
             record["metadata"] = {**record["metadata"], **prepared.report_metadata()}
         except Exception as exc:
             raise _fail("metadata collection", exc) from None
+    record["findings"] += integrity.stage_findings("the checks after timing")
+    if record["findings"]:
+        reason = integrity.suspect_reason(record["findings"], timing)
+        record["metadata"] = {**record["metadata"], "integrity_findings": list(record["findings"]),
+                              "integrity_p50_ms": timing.stats.p50}
+        raise _CellFailure(Status.SUSPECT, reason)
 
 
 def _unchecked_reason(workload: Workload, case: Case) -> str:
@@ -324,6 +351,9 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     skip_kind: SkipKind | None = None
     release_cached_blocks(spec.device)  # where the cells before it left memory must not matter
     before = process_state.capture()
+    # what changed the harness's functions between cells (a plugin's import) is put back first
+    leftover = {"harness_restored_before_cell": [c.describe() for c in integrity.guard().restore()]}
+    record["findings"] = [f for f in [clocks.replaced_before_import()] if f and integrity.checks_on()]
     try:
         case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
         _run_steps(workload, backend, case, spec, record)
@@ -335,7 +365,8 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     finally:
         # what the backend changed in the process must not reach the next cell
         leaks = process_state.describe(*process_state.restore(before))
-        record["metadata"] = {**record.get("metadata", {}), **leaks}
+        record["metadata"] = {**record.get("metadata", {}), **leaks,
+                              **{k: v for k, v in leftover.items() if v}}
     if status != Status.OK:
         # Numbers from a cell that went wrong are not reported as speeds.
         record.pop("timing", None)
@@ -364,3 +395,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         log=log,
         unchecked=record.get("unchecked", "") if status == Status.OK else "",
     )
+
+
+# the harness's functions as they are now, before the registry loads any plugin
+integrity.guard()

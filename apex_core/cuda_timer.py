@@ -12,19 +12,19 @@ are plain events around each call and the method says so.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
+from apex_core.clocks import CudaEvent, elapsed_ms, perf_counter, perf_counter_ns
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.stream_hold import Watchdog, probe_stream_hold
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
 
 # samples queued between two host synchronizations
-_BATCH = 10
+BATCH = 10
 # how long a held sample may take to queue before the watchdog releases it: this many
 # times the slowest warm-up call's host time, and never less than the floor
 HOLD_TIMEOUT_FACTOR = 20.0
@@ -77,7 +77,7 @@ def hold_timeout_s(warmup_host_s: list[float]) -> float:
 
 class InTurn:
     """One call of each callable in turn, round after round: every batch of samples and every
-    warm-up spreads over all of a cell's input placements."""
+    warm-up spreads over all of a cell's input placements (``next``: the placement called next)."""
 
     def __init__(self, calls: Sequence[Callable[[], Any]]) -> None:
         self.calls = tuple(calls)
@@ -87,6 +87,11 @@ class InTurn:
         call = self.calls[self.next]
         self.next = (self.next + 1) % len(self.calls)
         return call()
+
+
+def _slot(call: Callable[[], Any]) -> int:
+    """The input placement ``call`` runs next (0 when there is one)."""
+    return call.next if isinstance(call, InTurn) else 0
 
 
 class CudaTimer:
@@ -112,6 +117,10 @@ class CudaTimer:
             self.unheld_reason = "" if hold is not None else "not held (--no-hold)"
         self.hold = hold
         self.timed_call: Callable[[], Any] | None = None
+        # the event class and its reading as they were when apex_core was imported (apex_core/clocks.py)
+        self.event, self.elapsed = CudaEvent, elapsed_ms
+        self.spot: Any = None  # the spot checks of the measurement in progress
+        self.kept: Any = None  # the spot-checked call's outputs, copied
 
     def close(self) -> None:
         if self.hold is not None:
@@ -120,20 +129,29 @@ class CudaTimer:
             self.hold = None
 
     def _capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """A replay of ``fn``'s graph that returns what the capture returned: the tensors the
+        replay writes, which the spot checks read (a stale buffer shows there)."""
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(self.stream):
             fn()  # one eager call on the capture stream so lazy allocations happen first
         self.stream.synchronize()
         with torch.cuda.graph(graph, stream=self.stream):
-            fn()
-        return graph.replay
+            outputs = fn()
 
-    def measure(self, fn: Callable[[], Any], more: Sequence[Callable[[], Any]] = ()) -> Timing:
+        def replay() -> Any:
+            graph.replay()
+            return outputs
+
+        return replay
+
+    def measure(self, fn: Callable[[], Any], more: Sequence[Callable[[], Any]] = (),
+                spot: Any = None) -> Timing:
         """Time ``fn``; with ``subtract_floor`` each sample is net of the same method's empty launch.
 
         ``more``: the same cell's callables on other input placements (apex_core/placements.py);
-        the samples are then taken from ``fn`` and each of them in turn, and pooled.
+        the samples are then taken from ``fn`` and each of them in turn, and pooled. ``spot``
+        (apex_core.spot_checks.SpotChecks) checks a few timed calls' outputs.
         """
         torch = self.torch
         notes = []
@@ -152,8 +170,12 @@ class CudaTimer:
         interleave = (self.options.subtract_floor and self.options.floor_sampling == "interleaved"
                       and self.options.timer != "kernel")
         floor_call = self._floor_call(graph) if interleave else None
+        self.spot = spot
         timing, why_unheld, floor_samples = self._measure_raw(call, self.options, self.unheld_reason,
                                                               floor_call)
+        if spot is not None:
+            self._final_check(calls, spot)
+        self.spot = None
         if why_unheld:
             notes.append(why_unheld)
         if self.options.timer == "kernel":
@@ -169,6 +191,13 @@ class CudaTimer:
         placements = min(len(calls), len(timing.samples_ms))
         return attrs.evolve(timing, method=method, note="; ".join(notes), placements=placements)
 
+    def _final_check(self, calls: Sequence[Callable[[], Any]], spot: Any) -> None:
+        """One more call on the placement last refreshed, its outputs and inputs checked."""
+        with self.torch.cuda.stream(self.stream):
+            outputs = calls[spot.last_slot]()
+        self.torch.cuda.synchronize()
+        spot.finish(outputs)
+
     def _measure_raw(self, call: Callable[[], Any], options: TimingOptions, why_unheld: str,
                      floor_call: Callable[[], Any] | None = None) -> tuple[Timing, str, list[float]]:
         """Samples of ``call`` as the timer sees them; why they were not held ("" if held); and
@@ -179,6 +208,8 @@ class CudaTimer:
                 from apex_core.kernel_timer import KernelTimer
 
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
+                if self.spot is not None:  # the profiler's sessions are not split: fresh inputs once
+                    self.spot.before(0, _slot(call))
                 return KernelTimer(options, flush).measure(call), "", []
             warm_host_s = warm_up(call, options)
             if floor_call is not None:
@@ -224,13 +255,16 @@ class CudaTimer:
         floor_samples: list[float] = []
         host_ms: list[float] = []
         watchdog = Watchdog(self.hold.release) if self.hold is not None else None
-        start = time.perf_counter()
+        spot = self.spot
+        start = perf_counter()
         try:
             while True:
                 held = watchdog is not None and not why_unheld
                 # under --fixed-iters the last batch queues only the calls still owed
-                count = remaining_samples(options, len(samples), _BATCH)
-                batch = self._queue_batch(call, watchdog if held else None, timeout_s, host_ms, count)
+                count = remaining_samples(options, len(samples), BATCH)
+                checked = spot is not None and spot.before(len(samples), _slot(call))
+                batch = self._queue_batch(call, watchdog if held else None, timeout_s, host_ms, count,
+                                          spot if checked else None)
                 batch[-1][1].synchronize()
                 if held and watchdog is not None and watchdog.tripped:
                     torch.cuda.synchronize()
@@ -245,10 +279,12 @@ class CudaTimer:
                     floor_batch = self._queue_batch(floor_call, watchdog if held else None, timeout_s, [],
                                                     count)
                     floor_batch[-1][1].synchronize()
-                    floor_samples += [begin.elapsed_time(end) for begin, end in floor_batch]
+                    floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
+                if checked:
+                    spot.after(len(samples), self.kept)
                 for begin, end in batch:
-                    samples.append(begin.elapsed_time(end))
-                    stop = rule.reason(samples, time.perf_counter() - start)
+                    samples.append(self.elapsed(begin, end))
+                    stop = rule.reason(samples, perf_counter() - start)
                     if stop:
                         timing = Timing("cuda_event", options.cache, tuple(samples),
                                         summarize(samples), stop,
@@ -259,11 +295,10 @@ class CudaTimer:
                 watchdog.close()
 
     def _queue_batch(self, call: Callable[[], Any], watchdog: Watchdog | None, timeout_s: float,
-                     host_ms: list[float], count: int = _BATCH) -> list[tuple[Any, Any]]:
-        """Queue ``count`` samples; each held until its call is queued when a watchdog is given."""
-        torch = self.torch
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(count)]
+                     host_ms: list[float], count: int = BATCH, spot: Any = None) -> list[tuple[Any, Any]]:
+        """Queue ``count`` samples; each held until its call is queued when a watchdog is given.
+        With ``spot``, the first call's outputs are copied after its end event into ``kept``."""
+        events = [(self.event(enable_timing=True), self.event(enable_timing=True)) for _ in range(count)]
         for index, (begin, end) in enumerate(events):
             if self.flush_buffer is not None:
                 self.flush_buffer.zero_()
@@ -272,10 +307,12 @@ class CudaTimer:
                 number = self.hold.hold(self.stream)
                 watchdog.arm(number, timeout_s)
             begin.record(self.stream)
-            t0 = time.perf_counter_ns()
-            call()
-            host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            t0 = perf_counter_ns()
+            outputs = call()
+            host_ms.append((perf_counter_ns() - t0) / 1e6)
             end.record(self.stream)
+            if spot is not None and index == 0:
+                self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
             if watchdog is not None and number is not None:
                 watchdog.disarm()
                 self.hold.release(number)
@@ -285,7 +322,7 @@ class CudaTimer:
 
 
 def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[Callable[[], Any]] = (),
-                 placed_bytes: int = 0) -> tuple[Timing, float, Telemetry]:
+                 placed_bytes: int = 0, spot: Any = None) -> tuple[Timing, float, Telemetry]:
     """Time ``fn`` (in turn with ``more``, the callables of the cell's other input placements) on
     the GPU under NVML; the timing, the peak device MB, telemetry.
 
@@ -302,7 +339,7 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[C
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()),
-                                              lambda: timer.measure(fn, more),
+                                              lambda: timer.measure(fn, more, spot),
                                               lambda: (timer.timed_call or fn)(), torch.cuda.synchronize,
                                               energy=options.energy)
         peak = torch.cuda.max_memory_allocated() - flush_bytes - placed_bytes

@@ -22,6 +22,9 @@ class Status(enum.StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
+    # the harness caught the backend tampering with the measurement (apex_core/integrity.py,
+    # docs/anti-cheat.md): its timing is not reported, the reason says what was caught
+    SUSPECT = "suspect"
 
 
 class SkipKind(enum.StrEnum):
@@ -32,7 +35,7 @@ class SkipKind(enum.StrEnum):
 
 
 # Statuses that make a run fail (exit code 1) when they appear in requested cells.
-FAILING_STATUSES = frozenset({Status.INCORRECT, Status.ERROR, Status.TIMEOUT, Status.CRASHED})
+FAILING_STATUSES = frozenset({Status.INCORRECT, Status.ERROR, Status.TIMEOUT, Status.CRASHED, Status.SUSPECT})
 
 
 @attrs.frozen

@@ -7,12 +7,12 @@ and ``kernel_timer`` (device activity from the profiler).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from apex_core.clocks import perf_counter, perf_counter_ns
 from apex_core.results import Timing
 from apex_core.stats import summarize
 
@@ -153,27 +153,35 @@ def warm_up(fn: Callable[[], Any], options: TimingOptions) -> list[float]:
     Under ``fixed_iters`` exactly that many calls, never cut short.
     """
     host_s: list[float] = []
-    start = time.perf_counter()
+    start = perf_counter()
     fixed = options.fixed_iters is not None
     for _ in range(options.fixed_iters if options.fixed_iters is not None else options.warmup):
-        t0 = time.perf_counter()
+        t0 = perf_counter()
         fn()
-        host_s.append(time.perf_counter() - t0)
-        if not fixed and time.perf_counter() - start >= options.max_time_s:
+        host_s.append(perf_counter() - t0)
+        if not fixed and perf_counter() - start >= options.max_time_s:
             break
     return host_s
 
 
-def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cpu_perf_counter") -> Timing:
-    """Sample ``fn`` with ``time.perf_counter_ns`` around each call."""
+def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cpu_perf_counter",
+                spot: Any = None) -> Timing:
+    """Sample ``fn`` with ``time.perf_counter_ns`` (as it was when apex_core was imported) around
+    each call; ``spot`` (apex_core.spot_checks.SpotChecks) checks a few calls' outputs."""
     warm_up(fn, options)
     rule = StopRule(options)
     samples: list[float] = []
-    start = time.perf_counter()
+    start = perf_counter()
     while True:
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-        stop = rule.reason(samples, time.perf_counter() - start)
+        if spot is not None:
+            spot.before(len(samples))
+        t0 = perf_counter_ns()
+        outputs = fn()
+        samples.append((perf_counter_ns() - t0) / 1e6)
+        if spot is not None:
+            spot.after(len(samples) - 1, outputs)
+        stop = rule.reason(samples, perf_counter() - start)
         if stop:
+            if spot is not None:
+                spot.finish(outputs)
             return _timing(method, "n/a", samples, stop)

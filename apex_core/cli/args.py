@@ -20,7 +20,7 @@ from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
 _EXIT_CODES = """\
 exit codes:
   0  every requested cell ran (ok or skipped with a reason) and any gate passed
-  1  a cell was incorrect, errored, crashed or timed out, or a gate failed, or (--strict)
+  1  a cell was incorrect, suspect, errored, crashed or timed out, or a gate failed, or (--strict)
      a cell was flagged faster than physics
   2  usage error (unknown name, bad value, unwritable output, missing device)
   3  internal error of apex-bench (one line on stderr names the file with its traceback)

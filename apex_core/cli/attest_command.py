@@ -24,10 +24,10 @@ from apex_core.runner import utc_now
 SCHEMA_VERSION = 1
 PASS, FAIL, NOT_APPLICABLE = "PASS", "FAIL", "N/A"
 # cell statuses that make a report FAIL (skipped cells carry a reason and are fine)
-FAILING_CELL_STATUSES = frozenset({"incorrect", "error", "crashed", "timeout"})
+FAILING_CELL_STATUSES = frozenset({"incorrect", "suspect", "error", "crashed", "timeout"})
 
 EXIT_CODES = """\
-an artifact PASSES when it is a complete report with no incorrect, error, crashed or
+an artifact PASSES when it is a complete report with no incorrect, suspect, error, crashed or
 timed-out cell, or a compare summary whose status is pass; other files are N/A;
 a missing artifact FAILS unless given with --optional-artifact.
 

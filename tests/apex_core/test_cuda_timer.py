@@ -76,6 +76,7 @@ class FakeHold:
 def make_timer(clock, hold, options):
     timer = object.__new__(CudaTimer)
     timer.torch = fake_torch(clock)
+    timer.event, timer.elapsed = timer.torch.cuda.Event, FakeEvent.elapsed_time
     timer.options = options
     timer.stream = object()
     timer.flush_buffer = None

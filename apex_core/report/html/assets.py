@@ -13,7 +13,7 @@ nav { position: sticky; top: 0; background: #fff; border-bottom: 1px solid var(-
 .none { color: var(--muted); } .bad { color: var(--bad); } .good { color: var(--good); }
 .chips { margin: 10px 0; } .chip { display: inline-block; border: 1px solid var(--rule); border-radius: 12px;
   padding: 1px 10px; margin: 0 6px 4px 0; } .chip.status-ok { border-color: var(--good); }
-.chip.status-incorrect, .chip.status-error, .chip.status-crashed, .chip.status-timeout {
+.chip.status-incorrect, .chip.status-suspect, .chip.status-error, .chip.status-crashed, .chip.status-timeout {
   border-color: var(--bad);
   color: var(--bad); } .chip.status-skipped { border-color: var(--warn); }
 table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }

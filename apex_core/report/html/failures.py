@@ -1,4 +1,4 @@
-"""The cells that produced no time (skipped, incorrect, error, crashed, timeout) and broken plugins."""
+"""The cells that produced no time (skipped, incorrect, suspect, error, crashed, timeout) and broken plugins."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from apex_core.report.html.cells import Cell
 from apex_core.report.html.svg import esc, sortable_table
 
 # the order a reader acts on them: what is broken first, then what could not run
-STATUS_RANK = {"incorrect": 0, "crashed": 1, "timeout": 2, "error": 3, "skipped": 4}
+STATUS_RANK = {"incorrect": 0, "suspect": 1, "crashed": 2, "timeout": 3, "error": 4, "skipped": 5}
 
 
 def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
-    untimed = sorted((c for c in cells if c.status != "ok"), key=lambda c: STATUS_RANK.get(c.status, 5))
+    untimed = sorted((c for c in cells if c.status != "ok"), key=lambda c: STATUS_RANK.get(c.status, 6))
     plugins = [p for p in record.get("plugins") or [] if isinstance(p, Mapping)]
     parts = ['<section id="not-timed"><h2>Cells without a time</h2>']
     if not untimed:

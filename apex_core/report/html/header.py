@@ -9,7 +9,7 @@ from apex_core.report.html.cells import Cell
 from apex_core.report.html.numbers import Q, number
 from apex_core.report.html.svg import esc
 
-STATUS_ORDER = ("ok", "skipped", "incorrect", "error", "crashed", "timeout")
+STATUS_ORDER = ("ok", "skipped", "incorrect", "suspect", "error", "crashed", "timeout")
 
 
 def _text(value: Any) -> str:

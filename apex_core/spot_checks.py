@@ -1,0 +1,219 @@
+"""Outputs of a few random timed calls checked against the reference (docs/anti-cheat.md).
+
+The checks before and after timing see calls outside the timing loop; a backend that
+knows when it is timed (the call rate, the stack, the call count) can compute only then.
+So inside the loop, at a few sample numbers drawn at random (the first always), the
+timer writes a fresh input set into the inputs in place, outside the timed window, and the
+outputs of that timed call are compared with the set's reference, made before timing.
+Before each refresh and at the end the inputs must still hold the set last written (a
+call may not change its inputs to make later calls cheaper), and the outputs must be a
+plain dict of plain tensors (a subclass can compute when read, after the timed call).
+The sets are never repeated, so a call on a fresh set cannot be answered from a cache:
+if those calls are much slower than the rest, the rest were answered from one.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import statistics
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import torch
+
+from apex_core import cuda_timer
+from apex_core.correctness import (
+    DTYPES,
+    changed_inputs,
+    compare_outputs,
+    output_problem,
+    reference_dtype,
+    upcast_inputs,
+)
+from apex_core.integrity import Suspect, checks_on
+from apex_core.results import Accuracy
+
+SETS = 3  # fresh input sets per cell: one per planned spot check
+# calls on fresh inputs slower than the others' p50 by this factor and margin: a cache answered those
+FRESH_RATIO = 3.0
+FRESH_MARGIN_MS = 0.02
+_PLAIN_MAPPINGS = (dict, collections.OrderedDict)
+STAGE = "during-timing"
+
+
+@attrs.frozen
+class FreshSet:
+    """Inputs no call has seen, and the reference's outputs for them."""
+
+    inputs: Mapping[str, torch.Tensor]
+    reference: Mapping[str, torch.Tensor]
+
+
+class SpotWrong(Exception):
+    """A spot-checked timed call gave a wrong answer or changed its inputs: the cell is incorrect."""
+
+
+def plan_spots(min_iters: int, granularity: int = 1, rng: random.Random | None = None) -> frozenset[int]:
+    """The sample numbers to check: the first, one among the first few, one further on;
+    rounded down to ``granularity`` (a CUDA timer refreshes only between its batches)."""
+    rng = rng or random.SystemRandom()  # a backend cannot predict them from a seed
+    low = max(min_iters, 2)
+    picks = {0, rng.randint(1, 2 * low), rng.randint(2 * low + 1, 32 * low)}
+    return frozenset(p - p % granularity for p in picks)
+
+
+def plain_outputs(outputs: Any) -> None:
+    """Raise ``Suspect`` for outputs that can compute when read: a mapping or tensor subclass,
+    or a tensor whose methods were overridden on the instance."""
+    if not isinstance(outputs, Mapping):
+        return  # not an answer at all: the comparison says so
+    if type(outputs) not in _PLAIN_MAPPINGS:
+        raise Suspect(f"the call returned a {_named(outputs)}, a dict subclass: its values can be computed "
+                      "when they are read, after the timed call; return a plain dict")
+    for name, value in outputs.items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        if type(value) is not torch.Tensor:
+            raise Suspect(f"output {name!r} is a {_named(value)}, a torch.Tensor subclass: its values can be "
+                          "computed when they are read, after the timed call; return plain tensors")
+        shadowed = sorted(k for k in getattr(value, "__dict__", {}) if hasattr(torch.Tensor, k))
+        if shadowed:
+            raise Suspect(f"output {name!r} overrides tensor methods on the instance ({', '.join(shadowed)}): "
+                          "it can compute when read, after the timed call; return plain tensors")
+
+
+def _named(value: Any) -> str:
+    kind = type(value)
+    return f"{kind.__qualname__} (module {kind.__module__})"
+
+
+class SpotChecks:
+    """The spot checks of one cell's timing; ``slots``: the inputs of each input placement."""
+
+    def __init__(self, sets: list[FreshSet], slots: list[Mapping[str, torch.Tensor]],
+                 compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy], spots: frozenset[int]) -> None:
+        self.sets = list(sets)
+        self.slots = slots
+        self.compare = compare
+        self.spots = spots
+        self.expected: dict[int, FreshSet] = {}
+        self.pending: tuple[int, int] | None = None  # (sample number, slot) of the call to check
+        self.fresh: list[int] = []  # sample numbers taken on a fresh set
+        self.last_slot = 0
+        self.deferred: Suspect | None = None  # found while a CUDA batch was being queued, raised after it
+
+    def before(self, index: int, slot: int = 0) -> bool:
+        """Before sample ``index`` (outside the timed window): refresh ``slot``'s inputs if it is a spot."""
+        if index not in self.spots or not self.sets:
+            return False
+        self._inputs_kept(slot, f"before timed call {index}")
+        fresh = self.sets.pop(0)
+        for name, tensor in self.slots[slot].items():
+            tensor.copy_(fresh.inputs[name])
+        self.expected[slot], self.pending, self.last_slot = fresh, (index, slot), slot
+        return True
+
+    def keep(self, outputs: Any) -> Any:
+        """The spot call's outputs, copied on the current stream before a later call can overwrite them.
+        Never raises: it runs while the timing stream is held (the finding is raised by ``after``)."""
+        try:
+            plain_outputs(outputs)
+        except Suspect as found:
+            self.deferred = found
+        if not isinstance(outputs, Mapping):
+            return outputs
+        return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
+
+    def after(self, index: int, outputs: Any) -> None:
+        """After sample ``index`` (synchronized): check it if it was the spot call."""
+        if self.deferred is not None:
+            raise self.deferred
+        if self.pending is None or self.pending[0] != index:
+            return
+        slot = self.pending[1]
+        self.pending = None
+        plain_outputs(outputs)
+        self._verify(outputs, slot, f"timed call {index}")
+        self.fresh.append(index)
+
+    def finish(self, outputs: Any, slot: int | None = None) -> None:
+        """After the last sample: its outputs and its inputs against the set last written there."""
+        slot = self.last_slot if slot is None else slot
+        if slot not in self.expected:
+            return
+        plain_outputs(outputs)
+        self._inputs_kept(slot, "by the end of timing")
+        self._verify(outputs, slot, "the last timed call")
+
+    def _inputs_kept(self, slot: int, when: str) -> None:
+        fresh = self.expected.get(slot)
+        changed = changed_inputs(self.slots[slot], fresh.inputs) if fresh is not None else ""
+        if changed:
+            raise SpotWrong(f"{changed}, while it was timed (found {when})")
+
+    def _verify(self, outputs: Any, slot: int, where: str) -> None:
+        accuracy = self.compare(outputs, self.expected[slot].reference)
+        if not accuracy.passed:
+            raise SpotWrong(f"wrong result in {where} (a spot check inside the timing loop, on inputs "
+                            f"written just before it): {accuracy.message}")
+
+    def caching_problem(self, samples_ms: tuple[float, ...]) -> str:
+        """Why the timed calls look answered from a cache ("" when they do not): the calls on fresh
+        inputs were much slower than the others."""
+        fresh = [samples_ms[i] for i in self.fresh if i < len(samples_ms)]
+        if len(fresh) < 2 or len(samples_ms) <= len(fresh):
+            return ""
+        p50 = statistics.median(samples_ms)
+        low = min(fresh)
+        if low <= FRESH_RATIO * p50 or low - p50 <= FRESH_MARGIN_MS:
+            return ""
+        times = ", ".join(f"{s:.4g}" for s in fresh)
+        return (f"its {len(fresh)} timed calls on freshly written inputs took {times} ms, the others p50 "
+                f"{p50:.4g} ms: calls on inputs it has seen are answered without the work (a cache keyed "
+                "on the input values or versions)")
+
+
+def build_spot_checks(make_inputs: Callable[[int], Mapping[str, torch.Tensor]],
+                      reference: Callable[[Mapping[str, torch.Tensor]], Mapping[str, torch.Tensor]],
+                      compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy],
+                      slots: list[Mapping[str, torch.Tensor]], first_seed: int, spots: frozenset[int]
+                      ) -> SpotChecks:
+    """``SETS`` fresh input sets from seeds ``first_seed``, ``first_seed + 1``... with their
+    references (``reference`` upcasts as the checks do), made before timing starts."""
+    sets = []
+    for number in range(SETS):
+        inputs = make_inputs(first_seed + number)
+        sets.append(FreshSet(inputs, reference(inputs)))
+    return SpotChecks(sets, slots, compare, spots)
+
+
+def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: int,
+             slots: list[Mapping[str, torch.Tensor]], make_inputs: Callable[[int], Mapping[str, torch.Tensor]],
+             first_seed: int) -> tuple[SpotChecks | None, int]:
+    """A cell's spot checks (its workload's reference and tolerance, compared as the checks compare)
+    and the device bytes their fresh sets hold; none while the checks are off."""
+    if not checks_on():
+        return None, 0
+    cuda = device.startswith("cuda")
+    before = torch.cuda.memory_allocated() if cuda else 0
+    tolerance = workload.tolerance(dtype_name)
+    cell_dtype = DTYPES.get(dtype_name, torch.float32)
+
+    def reference(inputs: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        with torch.no_grad():
+            return workload.reference(case, upcast_inputs(inputs, reference_dtype(device)))
+
+    def compare(outputs: Any, expected: Mapping[str, torch.Tensor]) -> Accuracy:
+        wrong = output_problem(outputs, cell_dtype)
+        if wrong:
+            return Accuracy(False, tolerance.atol, tolerance.rtol, tolerance.max_mismatch_ratio, (), STAGE,
+                            wrong)
+        return compare_outputs(outputs, expected, tolerance, STAGE)
+
+    # a CUDA timer refreshes inputs only between its batches of queued samples
+    granularity = cuda_timer.BATCH if cuda else 1
+    spots = plan_spots(min_iters, granularity)
+    spot = build_spot_checks(make_inputs, reference, compare, slots, first_seed, spots)
+    return spot, (torch.cuda.memory_allocated() - before if cuda else 0)

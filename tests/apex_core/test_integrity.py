@@ -1,0 +1,133 @@
+"""The timing cheats of the test plugin (tests/plugins/apex_testplugin/cheats.py) are caught on the CPU.
+
+Each runs one cell of the plugin's test-scale workload through apex_core.run, in a worker
+process as a user's run would (the patches a cheat makes stay in that worker), and the cell
+must be ``incorrect`` or ``suspect`` with a reason that names what was caught.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+import apex_core
+from apex_core import integrity
+from apex_core.registry import Registry
+from apex_core.results import FAILING_STATUSES, Status, Timing
+from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
+from apex_core.stats import summarize
+from apex_core.timing import TimingOptions
+
+# short timing: enough samples for the spot checks, a few seconds per cell
+TIMING = TimingOptions(warmup=10, min_iters=20, min_time_s=0.1, max_time_s=0.5)
+
+
+def run_cheat(name: str, isolation: str = "process"):
+    from apex_testplugin import cheats
+    from apex_testplugin.workloads import ScaleWorkload
+
+    backends = [cls() for cls in vars(cheats).values()
+                if isinstance(cls, type) and getattr(cls, "name", "") == name]
+    report = apex_core.run(["test-scale"], [name], device="cpu", timing=TIMING, isolation=isolation,
+                           registry=Registry.from_objects(backends, [ScaleWorkload()]))
+    (cell,) = report.cells
+    return cell
+
+
+CAUGHT = [
+    ("cheat-content-cache", Status.SUSPECT, "freshly written inputs"),
+    ("cheat-warmup-replay", Status.INCORRECT, "wrong result in timed call 0"),
+    ("cheat-lazy-output", Status.SUSPECT, "LazyTensor"),
+    ("cheat-perf-counter", Status.SUSPECT, "time.perf_counter was replaced (by module apex_testplugin.cheats)"),
+    ("cheat-event-timer", Status.SUSPECT, "torch.cuda.streams.Event.elapsed_time was replaced"),
+    ("cheat-profiler", Status.SUSPECT, "export_chrome_trace was replaced"),
+    ("cheat-call-rate", Status.INCORRECT, "spot check inside the timing loop"),
+    ("cheat-call-stack", Status.INCORRECT, "spot check inside the timing loop"),
+    ("cheat-call-count", Status.SUSPECT, "answered without the work"),
+    ("cheat-mutate-input", Status.INCORRECT, "while it was timed"),
+]
+
+
+@pytest.mark.parametrize(("backend", "status", "fragment"), CAUGHT, ids=[c[0] for c in CAUGHT])
+def test_cheat_is_caught(plugin_on_path, backend, status, fragment):
+    cell = run_cheat(backend)
+    assert (cell.status, fragment in cell.reason) == (status, True), cell.reason
+    assert cell.status in FAILING_STATUSES
+    assert cell.timing is None and cell.derived is None  # no speed is reported for it
+
+
+def test_suspect_keeps_the_evidence(plugin_on_path):
+    cell = run_cheat("cheat-perf-counter")
+    assert cell.reason.startswith("suspect: ") and "during prepare" in cell.reason
+    assert "the harness timed it with its own clocks: p50" in cell.reason
+    # its real cost is a 1 ms sleep per call: the harness's own clock saw it
+    assert cell.metadata["integrity_p50_ms"] >= 1.0
+    assert cell.metadata["integrity_findings"]
+
+
+def test_honest_control_stays_ok(plugin_on_path):
+    cell = run_cheat("cheat-none")
+    assert cell.status == Status.OK, cell.reason
+
+
+def test_a_patched_clock_is_put_back_for_the_next_cell(plugin_on_path):
+    """Inline (one process), the cheat's patch must not reach the cell after it."""
+    real = time.perf_counter
+    cell = run_cheat("cheat-perf-counter", isolation="inline")
+    assert cell.status == Status.SUSPECT
+    assert time.perf_counter is real
+    assert run_cheat("cheat-none", isolation="inline").status == Status.OK
+
+
+def test_cuda_only_cheats_are_unavailable_on_the_cpu(plugin_on_path):
+    for name in ("cheat-private-stream", "cheat-graph-stale"):
+        assert run_cheat(name).status == Status.SKIPPED
+
+
+def test_guard_names_a_replaced_function_and_restores_it():
+    guard = integrity.Guard([("time", time)])
+    real = time.monotonic
+    time.monotonic = lambda: 0.0
+    try:
+        (change,) = guard.changes()
+        assert change.describe() == f"time.monotonic was replaced (by module {__name__})"
+    finally:
+        assert [c.name for c in guard.restore()] == ["monotonic"]
+    assert time.monotonic is real and guard.changes() == []
+
+
+def test_window_check_catches_samples_longer_than_their_window():
+    samples = (5.0, 5.0, 5.0)
+    timing = Timing("cpu_perf_counter", "n/a", samples, summarize(samples), "noise")
+    assert integrity.window_problem(timing, int(20e6)) == ""
+    assert "sum to 15 ms" in integrity.window_problem(timing, int(2e6))
+
+
+def test_spot_plan_always_checks_the_first_sample_and_respects_batches():
+    for _ in range(50):
+        spots = plan_spots(10, granularity=10)
+        assert 0 in spots and all(s % 10 == 0 for s in spots)
+
+
+def test_plain_outputs_rejects_subclasses():
+    plain_outputs({"y": torch.zeros(2)})
+    with pytest.raises(integrity.Suspect, match="dict subclass"):
+        plain_outputs(type("Lazy", (dict,), {})(y=torch.zeros(2)))
+    shadow = torch.zeros(2)
+    shadow.clone = lambda: shadow
+    with pytest.raises(integrity.Suspect, match="overrides tensor methods"):
+        plain_outputs({"y": shadow})
+
+
+def test_caching_evidence_needs_every_fresh_call_slow():
+    spot = SpotChecks([], [], lambda o, r: None, frozenset())
+    spot.fresh = [0, 5]
+    assert "answered without the work" in spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 2.0, 0.01))
+    assert spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01)) == ""
+
+
+def test_checks_can_be_switched_off_for_the_cost_measurement(monkeypatch):
+    monkeypatch.setenv(integrity.OFF_VARIABLE, "off")
+    assert not integrity.checks_on()
