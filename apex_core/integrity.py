@@ -57,22 +57,36 @@ class Suspect(Exception):
         self.reason = reason
 
 
-def _watched_owners() -> list[tuple[str, Any]]:
-    """The modules and classes whose functions the timers and checks call, by a printable name."""
-    modules = [time, json, clocks, timing, cuda_timer, kernel_timer, stats, stream_hold, correctness_module,
+# What the timers and checks call outside the harness's own modules, by name. Whole modules of
+# torch are not watched: torch adds and rebinds functions of its own while it initializes CUDA.
+_TIME_NAMES = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "sleep")
+_JSON_NAMES = ("load", "loads", "dump", "dumps")
+_TORCH_CUDA_NAMES = ("synchronize", "Event", "Stream", "stream", "current_stream", "CUDAGraph", "graph",
+                     "_sleep", "max_memory_allocated", "reset_peak_memory_stats", "memory_allocated")
+_TORCH_PROFILER_NAMES = ("profile", "record_function", "supported_activities")
+
+
+def _watched_owners() -> list[tuple[str, Any, tuple[str, ...] | None]]:
+    """The modules and classes whose functions the timers and checks call, by a printable name, with
+    the names watched in each (None: every callable it holds now)."""
+    harness = [clocks, timing, cuda_timer, kernel_timer, stats, stream_hold, correctness_module,
                *[sys.modules[m] for m in _HARNESS_MODULES if m in sys.modules]]
-    owners: list[tuple[str, Any]] = [(m.__name__, m) for m in modules]
-    owners += [("torch.cuda", torch.cuda), ("torch.profiler", torch.profiler)]
+    owners: list[tuple[str, Any, tuple[str, ...] | None]] = [(m.__name__, m, None) for m in harness]
+    owners += [("time", time, _TIME_NAMES), ("json", json, _JSON_NAMES),
+               ("torch.cuda", torch.cuda, _TORCH_CUDA_NAMES),
+               ("torch.profiler", torch.profiler, _TORCH_PROFILER_NAMES)]
     classes = [torch.cuda.Event, torch.cuda.Stream, torch.cuda.CUDAGraph,
                torch.autograd.profiler.record_function,
                *[c for c in torch.profiler.profile.__mro__ if c.__module__.startswith("torch.")]]
-    owners += [(f"{c.__module__}.{c.__qualname__}", c) for c in classes]
+    owners += [(f"{c.__module__}.{c.__qualname__}", c, None) for c in classes]
     return owners
 
 
-def _functions(owner: Any) -> dict[str, Any]:
-    """The callables an owner holds now: what a patch would replace, add or remove."""
-    return {name: value for name, value in list(vars(owner).items()) if callable(value)}
+def _functions(owner: Any, names: tuple[str, ...] | None) -> dict[str, Any]:
+    """The callables an owner holds now under ``names`` (every one when None): what a patch replaces."""
+    if names is None:
+        return {name: value for name, value in list(vars(owner).items()) if callable(value)}
+    return {name: vars(owner)[name] for name in names if callable(vars(owner).get(name))}
 
 
 @attrs.frozen
@@ -87,18 +101,20 @@ class Change:
 
 
 class Guard:
-    """The watched functions as first seen; ``changes`` and ``restore`` compare with and put back that."""
+    """The watched functions as first seen; ``changes`` and ``restore`` compare with and put back those.
 
-    def __init__(self, owners: Iterable[tuple[str, Any]]) -> None:
-        self.saved = [(where, owner, _functions(owner)) for where, owner in owners]
+    Only what was there is watched: a name added later is not what the harness calls.
+    """
+
+    def __init__(self, owners: Iterable[tuple[str, Any, tuple[str, ...] | None]]) -> None:
+        self.saved = [(where, owner, _functions(owner, names)) for where, owner, names in owners]
 
     def changes(self) -> list[Change]:
         found = []
         for where, owner, saved in self.saved:
-            now = _functions(owner)
+            now = vars(owner)
             found += [Change(where, name, now.get(name)) for name, value in saved.items()
                       if now.get(name) is not value]
-            found += [Change(where, name, now[name]) for name in now.keys() - saved.keys()]
         return found
 
     def restore(self) -> list[Change]:
@@ -106,10 +122,7 @@ class Guard:
         found = self.changes()
         for change in found:
             owner, saved = next((o, s) for w, o, s in self.saved if w == change.where)
-            if change.name in saved:
-                setattr(owner, change.name, saved[change.name])
-            else:
-                delattr(owner, change.name)
+            setattr(owner, change.name, saved[change.name])
         return found
 
 

@@ -16,7 +16,7 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e tests/plu
 cheat() {  # name, expected statuses, extra args
   local name=$1 expect=$2; shift 2
   timeout 300 apex-bench --device cuda --workloads test-scale --backends "$name" --quiet --no-history \
-    --output-json "$OUT_DIR/$name$*.json" --output-md /dev/null "$@" >/dev/null 2>&1
+    --output-json "$OUT_DIR/$name$*.json" --output-md "$OUT_DIR/$name$*.md" "$@" >/dev/null 2>&1
   python3 - "$OUT_DIR/$name$*.json" "$expect" "$name $*" <<'PY'
 import json, sys
 path, expect, label = sys.argv[1], sys.argv[2].split(","), sys.argv[3]

@@ -8,6 +8,7 @@ must be ``incorrect`` or ``suspect`` with a reason that names what was caught.
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 import torch
@@ -87,7 +88,7 @@ def test_cuda_only_cheats_are_unavailable_on_the_cpu(plugin_on_path):
 
 
 def test_guard_names_a_replaced_function_and_restores_it():
-    guard = integrity.Guard([("time", time)])
+    guard = integrity.Guard([("time", time, None)])
     real = time.monotonic
     time.monotonic = lambda: 0.0
     try:
@@ -131,3 +132,12 @@ def test_caching_evidence_needs_every_fresh_call_slow():
 def test_checks_can_be_switched_off_for_the_cost_measurement(monkeypatch):
     monkeypatch.setenv(integrity.OFF_VARIABLE, "off")
     assert not integrity.checks_on()
+
+
+def test_a_function_added_after_the_guard_is_left_alone():
+    # torch adds functions to torch.cuda while it initializes CUDA: the guard must not take them away
+    module = types.ModuleType("lazily_filled")
+    guard = integrity.Guard([("lazily_filled", module, None)])
+    module.added_later = lambda: 1
+    assert guard.changes() == [] and guard.restore() == []
+    assert module.added_later() == 1
