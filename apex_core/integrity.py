@@ -17,6 +17,7 @@ cost (scripts/dev/integrity_cost.sh), never for a run whose numbers are used.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import statistics
@@ -83,10 +84,19 @@ def _watched_owners() -> list[tuple[str, Any, tuple[str, ...] | None]]:
 
 
 def _functions(owner: Any, names: tuple[str, ...] | None) -> dict[str, Any]:
-    """The callables an owner holds now under ``names`` (every one when None): what a patch replaces."""
+    """The callables an owner holds now under ``names`` (every one when None): what a patch replaces.
+    A class's are read through its bases too, as a call finds them: a function set on the class
+    shadows its base's."""
+    if isinstance(owner, type):
+        found = {name: inspect.getattr_static(owner, name, None) for name in dir(owner)}
+        return {name: value for name, value in found.items() if callable(value) or hasattr(value, "__get__")}
     if names is None:
         return {name: value for name, value in list(vars(owner).items()) if callable(value)}
     return {name: vars(owner)[name] for name in names if callable(vars(owner).get(name))}
+
+
+def _now(owner: Any, name: str) -> Any:
+    return inspect.getattr_static(owner, name, None) if isinstance(owner, type) else vars(owner).get(name)
 
 
 @attrs.frozen
@@ -107,22 +117,25 @@ class Guard:
     """
 
     def __init__(self, owners: Iterable[tuple[str, Any, tuple[str, ...] | None]]) -> None:
-        self.saved = [(where, owner, _functions(owner, names)) for where, owner, names in owners]
+        self.saved = [(where, owner, _functions(owner, names), set(vars(owner)))
+                      for where, owner, names in owners]
 
     def changes(self) -> list[Change]:
         found = []
-        for where, owner, saved in self.saved:
-            now = vars(owner)
-            found += [Change(where, name, now.get(name)) for name, value in saved.items()
-                      if now.get(name) is not value]
+        for where, owner, saved, _own in self.saved:
+            found += [Change(where, name, _now(owner, name)) for name, value in saved.items()
+                      if _now(owner, name) is not value]
         return found
 
     def restore(self) -> list[Change]:
         """Put every watched function back as first seen; what had changed."""
         found = self.changes()
         for change in found:
-            owner, saved = next((o, s) for w, o, s in self.saved if w == change.where)
-            setattr(owner, change.name, saved[change.name])
+            owner, saved, own = next((o, s, n) for w, o, s, n in self.saved if w == change.where)
+            if change.name in own:
+                setattr(owner, change.name, saved[change.name])
+            elif change.name in vars(owner):  # set on the class over its base's: take it off again
+                delattr(owner, change.name)
         return found
 
 
