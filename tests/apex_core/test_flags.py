@@ -3,10 +3,16 @@
 import attrs
 import pytest
 
+from apex_core.api import run
+from apex_core.interfaces import Prepared
+from apex_core.registry import Registry
 from apex_core.report.flags import cell_flags, strict_failures
 from apex_core.report.markdown import render_markdown
+from apex_core.report.writer import ReportWriter
 from apex_core.results import CellResult, Derived, Report, Status, Telemetry, Timing
 from apex_core.stats import summarize
+from apex_core.timing import TimingOptions
+from tests.apex_core.fakes import Axpy, Eager
 
 ENV = {"device": "cuda", "device_facts": {"copy_gbps": 3000.0}}
 CONFIG = {"timing": {"noise_target": 0.005}}
@@ -165,3 +171,35 @@ def test_the_html_report_shows_the_degenerate_flags_notes_and_the_missing_speed_
     assert "fast: no_device_work: the clock saw no time in the calls" in page
     assert "slow: few_samples: its statistics rest on 1 samples, fewer than the 10 asked" in page
     assert '<span class="none">–</span> [1]' in page
+
+
+class Reference(Eager):
+    name = "torch-reference"
+
+
+class SelfTimedAtZero(Eager):
+    """Times itself (as an external process does) and reads 0 ms: the work it reports never ran timed."""
+
+    name = "zero-time"
+
+    def prepare(self, workload, case, inputs):
+        def measure(options: TimingOptions) -> Timing:
+            samples = (0.0,) * options.min_iters
+            return Timing("external_self_timed", "n/a", samples, summarize(samples), "noise")
+
+        return Prepared(lambda: workload.reference(case, inputs), measure=measure)
+
+
+def test_a_suite_with_a_zero_time_cell_completes_and_every_output_is_written(tmp_path):
+    registry = Registry.from_objects([Reference(), SelfTimedAtZero()], [Axpy()])
+    options = TimingOptions(warmup=1, min_iters=3, min_time_s=0.0, max_time_s=0.2)
+    report = run(["axpy"], ["torch-reference", "zero-time"], device="cpu", timing=options,
+                 isolation="inline", registry=registry)
+    assert [c.status for c in report.cells] == [Status.OK] * 4  # two cases x two backends
+    zero = [c for c in report.cells if c.backend == "zero-time"]
+    assert all(c.timing.stats.p50 == 0 and c.timing.samples_ms == (0.0,) * 3 for c in zero)
+    assert all("no_device_work" in cell_flags(c, report.environment, report.config) for c in zero)
+    writer = ReportWriter(tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.html")
+    writer.write(attrs.evolve(report, status="complete"))
+    assert writer.failure == ""
+    assert "(– [" in (tmp_path / "r.md").read_text() and (tmp_path / "r.html").exists()
