@@ -50,6 +50,7 @@ class FlagFacts:
     """What the degenerate-cell rules and their notes read, from a CellResult or a JSON record."""
 
     device: str
+    method: str
     p50: float
     n: int
     stop_reason: str
@@ -60,22 +61,23 @@ class FlagFacts:
 
     @classmethod
     def of_cell(cls, cell: CellResult, timing: Timing, config: Mapping[str, Any]) -> FlagFacts:
-        return cls.make(cell.device, timing.stats.p50, timing.stats.n, timing.stop_reason, timing.floor_ms,
-                        config)
+        return cls.make(cell.device, timing.method, timing.stats.p50, timing.stats.n, timing.stop_reason,
+                        timing.floor_ms, config)
 
     @classmethod
     def of_record(cls, record: Mapping[str, Any], config: Mapping[str, Any]) -> FlagFacts:
         stats = record.get("stats") or {}
-        return cls.make(str(record.get("device") or ""), stats.get("p50_ms") or 0.0, stats.get("n") or 0,
-                        str(record.get("stop_reason") or ""), record.get("timer_floor_ms"), config)
+        return cls.make(str(record.get("device") or ""), str(record.get("timing_method") or ""),
+                        stats.get("p50_ms") or 0.0, stats.get("n") or 0, str(record.get("stop_reason") or ""),
+                        record.get("timer_floor_ms"), config)
 
     @classmethod
-    def make(cls, device: str, p50: float, n: int, stop_reason: str, floor_ms: float | None,
+    def make(cls, device: str, method: str, p50: float, n: int, stop_reason: str, floor_ms: float | None,
              config: Mapping[str, Any]) -> FlagFacts:
         timing = config.get("timing") if isinstance(config, Mapping) else None
         timing = timing if isinstance(timing, Mapping) else {}
         asked = timing.get("fixed_iters") if timing.get("mode") == "fixed_iters" else timing.get("min_iters")
-        return cls(device, p50, n, stop_reason, floor_ms,
+        return cls(device, method, p50, n, stop_reason, floor_ms,
                    asked if isinstance(asked, int) and not isinstance(asked, bool) else None,
                    timing.get("max_time_s"), timing.get("max_samples"))
 
@@ -95,6 +97,10 @@ def degenerate_flags(facts: FlagFacts) -> list[str]:
 def flag_note(flag: str, facts: FlagFacts) -> str:
     """What a degenerate flag means for this cell and what to do about it ("" for the other flags)."""
     if flag == "no_device_work":
+        if facts.method == "kernel_profiler":
+            return ("no_device_work: the profiler saw no device activity in any timed call, on any stream: "
+                    "the call runs no GPU work when timed (its work is done ahead of the call, on the host, "
+                    "or was dropped by a compiler); check the backend computes inside the call")
         if facts.device.startswith("cuda"):
             return ("no_device_work: the timer saw no time in the calls (p50 0 ms net of its floor), so the "
                     "call queues no work where the timer looks (work on a private stream, done outside the "

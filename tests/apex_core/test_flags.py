@@ -100,8 +100,8 @@ SAMPLING = {"timing": {"noise_target": 0.005, "mode": "adaptive", "min_iters": 1
                        "max_samples": 5000}}
 
 
-def timed(backend, samples, stop="noise", floor_ms=None, device="cpu"):
-    timing = Timing("cpu_perf_counter", "n/a", tuple(samples), summarize(samples), stop, floor_ms=floor_ms)
+def timed(backend, samples, stop="noise", floor_ms=None, device="cpu", method="cpu_perf_counter"):
+    timing = Timing(method, "n/a", tuple(samples), summarize(samples), stop, floor_ms=floor_ms)
     return CellResult("w", "c", backend, "fp32", device, Status.OK, timing=timing)
 
 
@@ -133,6 +133,9 @@ def test_on_cuda_no_device_work_says_to_use_the_kernel_timer():
     cell_ = timed("b", [0.0] * 10, device="cuda")
     report = attrs.evolve(zero_time_report(), cells=(cell_,))
     assert "--timer kernel" in render_markdown(report)
+    profiled = timed("b", [0.0] * 10, device="cuda", method="kernel_profiler")
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(profiled,)))
+    assert "no_device_work: the profiler saw no device activity in any timed call, on any stream" in text
 
 
 def test_a_p50_at_or_below_the_timers_floor_is_flagged_with_what_to_do():

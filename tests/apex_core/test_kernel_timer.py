@@ -108,3 +108,28 @@ def test_kernel_timer_sessions_longer_than_the_cap_still_give_iters_samples():
     timer = FakeProfiledTimer(options, FakeClock(), startup_s=4.0, session_s=4.0)
     timing = timer.measure(lambda: None)
     assert timing.stats.n >= 10 and timing.stop_reason == "time_cap"
+
+
+class IdleTimer(FakeProfiledTimer):
+    """Calls whose device activity the test chooses: ``busy(index)`` ms, 0 for none at all."""
+
+    def __init__(self, options, busy):
+        super().__init__(options, FakeClock(), startup_s=0.0)
+        self.busy = busy
+
+    def _session(self, call, calls, first):
+        super()._session(call, calls, first)
+        return [CallActivity(i, b, b, int(b > 0), frozenset({7}) if b else frozenset())
+                for i in range(first, first + calls) for b in [self.busy(i)]]
+
+
+def test_calls_without_any_device_work_keep_their_zero_samples():
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    timing = IdleTimer(options, lambda i: 0.0).measure(lambda: None)
+    assert timing.stats.n >= 10 and set(timing.samples_ms) == {0.0} and timing.stats.p50 == 0
+
+
+def test_calls_that_work_only_some_of_the_time_are_an_error_naming_an_idle_call():
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    with pytest.raises(RuntimeError, match="device activity in .* of .* timed calls and none in call 3"):
+        IdleTimer(options, lambda i: 0.0 if i % 4 == 3 else 0.5).measure(lambda: None)

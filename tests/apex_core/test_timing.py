@@ -78,9 +78,9 @@ def test_a_batch_checked_sample_by_sample_is_not_cut_at_its_first_sample():
 def test_the_cpu_timer_takes_iters_samples_of_calls_longer_than_the_time_cap_allows():
     import time
 
-    options = TimingOptions(warmup=0, min_iters=5, min_time_s=0.0, max_time_s=0.05)
-    timing = measure_cpu(lambda: time.sleep(0.02), options)
-    # five 20 ms calls outlast the 50 ms cap; the cell still has its five samples
+    options = TimingOptions(warmup=0, min_iters=5, min_time_s=0.0, max_time_s=0.1)
+    timing = measure_cpu(lambda: time.sleep(0.03), options)
+    # five 30 ms calls outlast the 100 ms cap; the cell still has its five samples
     assert timing.stats.n == 5 and timing.stop_reason == "time_cap"
-    one = measure_cpu(lambda: time.sleep(0.06), options)
+    one = measure_cpu(lambda: time.sleep(0.12), options)
     assert one.stats.n == 1 and one.stop_reason == "time_cap"  # one call is longer than the cap
