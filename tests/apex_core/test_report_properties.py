@@ -21,7 +21,7 @@ from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
 from apex_core.report.writer import ReportWriter, report_schema
 from apex_core.results import Report, Status
-from tests.apex_core.report_strategies import reports
+from tests.apex_core.report_strategies import reports, runs_of_one_build
 
 
 @functools.cache
@@ -70,6 +70,14 @@ def test_html_renders_every_report(report: Report) -> None:
     record = json.loads(json.dumps(report_record(report), allow_nan=False))
     page = render_html(ReportInputs(runs=(RunInput("run0", "r.json", record),)))
     assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
+
+
+@settings(PROPERTY, max_examples=100)
+@given(runs_of_one_build(runs=2))
+def test_html_sets_any_two_runs_side_by_side(records: list[dict]) -> None:
+    runs = tuple(RunInput(f"run{i}", f"r{i}.json", json.loads(json.dumps(r))) for i, r in enumerate(records))
+    page = render_html(ReportInputs(runs=runs))
+    assert 'id="compare-run0-vs-run1"' in page
 
 
 @settings(PROPERTY, max_examples=150)
