@@ -52,6 +52,7 @@ class FlagFacts:
     device: str
     method: str
     p50: float
+    max_ms: float
     n: int
     stop_reason: str
     floor_ms: float | None
@@ -61,23 +62,24 @@ class FlagFacts:
 
     @classmethod
     def of_cell(cls, cell: CellResult, timing: Timing, config: Mapping[str, Any]) -> FlagFacts:
-        return cls.make(cell.device, timing.method, timing.stats.p50, timing.stats.n, timing.stop_reason,
+        stats = timing.stats
+        return cls.make(cell.device, timing.method, stats.p50, stats.max, stats.n, timing.stop_reason,
                         timing.floor_ms, config)
 
     @classmethod
     def of_record(cls, record: Mapping[str, Any], config: Mapping[str, Any]) -> FlagFacts:
         stats = record.get("stats") or {}
         return cls.make(str(record.get("device") or ""), str(record.get("timing_method") or ""),
-                        stats.get("p50_ms") or 0.0, stats.get("n") or 0, str(record.get("stop_reason") or ""),
-                        record.get("timer_floor_ms"), config)
+                        stats.get("p50_ms") or 0.0, stats.get("max_ms") or 0.0, stats.get("n") or 0,
+                        str(record.get("stop_reason") or ""), record.get("timer_floor_ms"), config)
 
     @classmethod
-    def make(cls, device: str, method: str, p50: float, n: int, stop_reason: str, floor_ms: float | None,
-             config: Mapping[str, Any]) -> FlagFacts:
+    def make(cls, device: str, method: str, p50: float, max_ms: float, n: int, stop_reason: str,
+             floor_ms: float | None, config: Mapping[str, Any]) -> FlagFacts:
         timing = config.get("timing") if isinstance(config, Mapping) else None
         timing = timing if isinstance(timing, Mapping) else {}
         asked = timing.get("fixed_iters") if timing.get("mode") == "fixed_iters" else timing.get("min_iters")
-        return cls(device, method, p50, n, stop_reason, floor_ms,
+        return cls(device, method, p50, max_ms, n, stop_reason, floor_ms,
                    asked if isinstance(asked, int) and not isinstance(asked, bool) else None,
                    timing.get("max_time_s"), timing.get("max_samples"))
 
@@ -110,9 +112,11 @@ def flag_note(flag: str, facts: FlagFacts) -> str:
                 "when timed, or less than the clock's step; check the backend computes inside the call, "
                 "or use a larger size")
     if flag == "below_timer_floor":
+        remedy = "at a larger size" if facts.method == "kernel_profiler" else \
+            "with --timer kernel or at a larger size"
         return (f"below_timer_floor: the p50 net of the timer's floor is at or below the floor itself "
-                f"({facts.floor_ms:.3g} ms), where the event timer cannot resolve it; time it with "
-                "--timer kernel or at a larger size (--set, --profile large)")
+                f"({facts.floor_ms:.3g} ms), where the timer cannot resolve it; time it {remedy} "
+                "(--set, --profile large)")
     if flag == "few_samples":
         return (f"few_samples: its statistics rest on {facts.n} samples, fewer than the {facts.asked} asked: "
                 + _few_samples_why(facts))
@@ -120,6 +124,10 @@ def flag_note(flag: str, facts: FlagFacts) -> str:
 
 
 def _few_samples_why(facts: FlagFacts) -> str:
+    cap_s = facts.max_time_s if isinstance(facts.max_time_s, (int, float)) else None
+    if facts.stop_reason == "time_cap" and cap_s is not None and facts.max_ms < cap_s * 1e3:
+        return (f"its calls took far longer than the timer reads of them, and sampling stopped after "
+                f"--iters x --max-time ({cap_s} s); check what the call does outside the timed work")
     if facts.stop_reason == "time_cap":
         return (f"a single call took longer than --max-time ({facts.max_time_s} s); raise --max-time or "
                 "use a smaller size for more samples")

@@ -148,7 +148,7 @@ def test_a_p50_at_or_below_the_timers_floor_is_flagged_with_what_to_do():
     text = render_markdown(attrs.evolve(zero_time_report(), cells=(at_floor,)))
     assert ("below_timer_floor: the p50 net of the timer's floor is at or below the floor itself (0.004 ms)"
             in text)
-    assert "--timer kernel or at a larger size" in text
+    assert "with --timer kernel or at a larger size" in text
 
 
 def test_fewer_samples_than_asked_are_flagged_and_say_why():
@@ -158,6 +158,9 @@ def test_fewer_samples_than_asked_are_flagged_and_say_why():
     text = render_markdown(attrs.evolve(zero_time_report(), cells=(one_long_call,)))
     assert ("few_samples: its statistics rest on 1 samples, fewer than the 10 asked: a single call took "
             "longer than --max-time (3.0 s)") in text
+    host_bound = timed("b", [1.0] * 3, stop="time_cap")  # three 1 ms reads in --iters x --max-time
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(host_bound,)))
+    assert "its calls took far longer than the timer reads of them" in text
     fixed = {"timing": {**SAMPLING["timing"], "mode": "fixed_iters", "fixed_iters": 3}}
     assert cell_flags(timed("b", [1.0] * 3, stop="fixed_iters"), {}, fixed) == []
 
