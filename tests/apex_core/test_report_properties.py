@@ -72,7 +72,7 @@ def test_html_renders_every_report(report: Report) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
 
 
-@settings(PROPERTY, max_examples=100)
+@settings(PROPERTY, max_examples=60)
 @given(runs_of_one_build(runs=2))
 def test_html_sets_any_two_runs_side_by_side(records: list[dict]) -> None:
     runs = tuple(RunInput(f"run{i}", f"r{i}.json", json.loads(json.dumps(r))) for i, r in enumerate(records))
