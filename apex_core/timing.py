@@ -89,6 +89,12 @@ class TimingOptions:
 class StopRule:
     """Decides when enough samples were taken: min iters and min time, then noise or cap.
 
+    The time cap cuts a cell below ``min_iters`` samples only when a single sample is itself
+    longer than the cap, or when the cell has sampled for ``min_iters`` times the cap (calls
+    whose wall time far exceeds what the timer reads of them): a cell of 1 s calls under a
+    3 s cap takes its ``min_iters`` samples; one of 10 s calls stops after the first and is
+    flagged ``few_samples`` (apex_core/report/flags.py), never running ``min_iters`` x 10 s.
+
     After both minimums, sampling stops when the relative noise (std / mean) is under
     the target, or when the estimate has converged: the median of the samples moved
     less than the noise target over the last few checks, or the noise itself stopped
@@ -107,7 +113,7 @@ class StopRule:
             return FIXED_MODE if len(samples) >= opts.fixed_iters else None
         if len(samples) >= opts.max_samples:
             return "sample_cap"
-        if elapsed_s >= opts.max_time_s:
+        if elapsed_s >= opts.max_time_s and self._may_cap(samples, elapsed_s):
             return "time_cap"
         if len(samples) < max(opts.min_iters, 2) or elapsed_s < opts.min_time_s:
             return None
@@ -126,6 +132,12 @@ class StopRule:
         ):
             return "converged"
         return None
+
+    def _may_cap(self, samples: list[float], elapsed_s: float) -> bool:
+        """Whether the time cap, reached, may stop sampling now (see the class docstring)."""
+        opts = self.options
+        return (len(samples) >= opts.min_iters or max(samples, default=0.0) >= opts.max_time_s * 1e3
+                or elapsed_s >= opts.min_iters * opts.max_time_s)
 
 
 def _settled(history: list[float], spread: float) -> bool:

@@ -45,6 +45,8 @@ DEFAULT_MIN_EFFECT: Mapping[str, Mapping[str, float]] = {
 }
 RULE_CONFIDENCE = 0.95
 END_TO_END_WORKLOADS = frozenset({"ff-infer"})
+# the largest min_effect and run_spread a baseline file holds (baseline.schema.json)
+MAX_RULE_VALUE = 1e6
 MAX_STORED_SAMPLES = 1000  # enough for the verdict's interval, small enough to commit
 
 
@@ -147,6 +149,7 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
                     runs.setdefault((cell.metric(stat), stat), []).append(cell)
     metrics = {}
     for (name, stat), cells in runs.items():
+        _check_agreement(reports, name, [c.stats_ms[stat] for c in cells])
         value, typical = _median_cell(stat, cells)
         ratio, end_to_end = ratios[stat]
         # A cell's samples are stored once, on its first metric; its other metrics read them there.
@@ -160,6 +163,15 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
             samples_ms=stored_samples(name, typical.samples_ms) if first else (),
             rule=gate_rule(stat, [c.stats_ms[stat] for c in cells], min_effects))
     return metrics
+
+
+def _check_agreement(reports: Sequence[LoadedReport], name: str, values: Sequence[float]) -> None:
+    """Refuse runs whose spread on one metric is past what a baseline file holds (its schema's bound)."""
+    spread = run_spread(values)
+    if spread is not None and max(spread, spread_allowance(spread, len(values))) > MAX_RULE_VALUE:
+        raise InputFileError(reports[0].path, "benchmarks", (
+            f"the runs disagree on {name}: {min(values):.4g} to {max(values):.4g} ms over {len(values)} runs, "
+            "more than a baseline can hold; take it from runs of one build that agree"))
 
 
 def _extra_metrics(reports: Sequence[LoadedReport], kinds: Sequence[str]) -> dict[str, ExtraLimit]:

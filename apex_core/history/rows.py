@@ -71,7 +71,10 @@ def _number(value: Any) -> float | None:
 
 
 def _text(value: Any, default: str = "") -> str:
-    return value if isinstance(value, str) else default
+    """Text for an SQLite column: a lone surrogate (JSON may carry one) escaped, as SQLite takes only UTF-8."""
+    if not isinstance(value, str):
+        return default
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_report(report: Any) -> None:
@@ -99,9 +102,9 @@ def cell_row(position: int, cell: Mapping[str, Any]) -> tuple[Any, ...]:
                   units_per_s=_number(cell.get(_THROUGHPUT_FIELDS.get(str(units), ""))),
                   peak_memory_mb=_number(cell.get("peak_memory_mb")),
                   energy_j_per_call=_number((cell.get("telemetry") or {}).get("energy_j_per_call")))
-    return (position, cell["workload"], cell["case"], cell["backend"], cell["dtype"],
-            _text(cell.get("device"), "?"), cell["status"], _text(cell.get("reason")),
-            cell.get("timing_method") if isinstance(cell.get("timing_method"), str) else None,
+    return (position, *(_text(cell[k]) for k in ("workload", "case", "backend", "dtype")),
+            _text(cell.get("device"), "?"), _text(cell["status"]), _text(cell.get("reason")),
+            _text(cell.get("timing_method")) if isinstance(cell.get("timing_method"), str) else None,
             units, *(values[name] for name in METRIC_COLUMNS))
 
 
@@ -125,8 +128,9 @@ def run_row(report: Mapping[str, Any], commit: str | None, branch: str | None) -
     git = environment.get("git") if isinstance(environment.get("git"), Mapping) else {}
     key, key_id = environment_identity(report)
     dirty = git.get("dirty")
-    return (utc_now(), report["timestamp_utc"], report["suite"], _text(report.get("status"), "unknown"),
-            commit or (git.get("commit") if isinstance(git.get("commit"), str) else None), branch,
+    return (utc_now(), _text(report["timestamp_utc"]), _text(report["suite"]),
+            _text(report.get("status"), "unknown"),
+            commit or (_text(git.get("commit")) if isinstance(git.get("commit"), str) else None), branch,
             None if dirty is None else int(bool(dirty)), key_id,
             json.dumps(key, sort_keys=True, default=str), _text(environment.get("device")) or None,
             _text(key.get("hardware")) or None, REPORT_ENCODING, encode_report(report))

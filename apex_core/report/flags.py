@@ -10,15 +10,31 @@ A flag never changes a number; it tells the reader why not to trust one as it st
   bandwidth, measured once per run (``environment.device_facts.copy_gbps``), allows: it
   skipped work, or its ``work()`` counts more bytes than it must move. ``--strict`` fails the
   run on it.
+
+Three flags mark a degenerate cell, whose numbers stand but mean less than they seem; each
+has a note saying what to do (``flag_note``), which the Markdown and the HTML show:
+
+- ``no_device_work``: the p50 is 0 ms (every sample, or most, read nothing): the timer saw no
+  work in the call. The cell keeps its samples; it gets no speed-up.
+- ``below_timer_floor``: the p50, net of the timer's floor, is at or below that floor, which
+  the event timer cannot resolve.
+- ``few_samples``: the statistics rest on fewer samples than asked (``--iters``, or
+  ``--fixed-iters``), e.g. because a single call took longer than ``--max-time``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5
+# every flag a cell can carry (report.schema.json lists the same)
+FLAGS = ("noisy", "p50_over_min", "launch_bound", "throttled", "faster_than_physics",
+         "no_device_work", "below_timer_floor", "few_samples")
 STRICT_FLAGS = ("faster_than_physics",)
 
 
@@ -27,6 +43,97 @@ def is_launch_bound(timing: Timing) -> bool | None:
     if timing.host_ms is None:
         return None
     return timing.host_ms > timing.stats.p50
+
+
+@attrs.frozen
+class FlagFacts:
+    """What the degenerate-cell rules and their notes read, from a CellResult or a JSON record."""
+
+    device: str
+    method: str
+    p50: float
+    max_ms: float
+    n: int
+    stop_reason: str
+    floor_ms: float | None
+    asked: int | None  # samples the run asked for: --iters, or --fixed-iters N
+    max_time_s: Any
+    max_samples: Any
+
+    @classmethod
+    def of_cell(cls, cell: CellResult, timing: Timing, config: Mapping[str, Any]) -> FlagFacts:
+        stats = timing.stats
+        return cls.make(cell.device, timing.method, stats.p50, stats.max, stats.n, timing.stop_reason,
+                        timing.floor_ms, config)
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any], config: Mapping[str, Any]) -> FlagFacts:
+        stats = record.get("stats") or {}
+        return cls.make(str(record.get("device") or ""), str(record.get("timing_method") or ""),
+                        stats.get("p50_ms") or 0.0, stats.get("max_ms") or 0.0, stats.get("n") or 0,
+                        str(record.get("stop_reason") or ""), record.get("timer_floor_ms"), config)
+
+    @classmethod
+    def make(cls, device: str, method: str, p50: float, max_ms: float, n: int, stop_reason: str,
+             floor_ms: float | None, config: Mapping[str, Any]) -> FlagFacts:
+        timing = config.get("timing") if isinstance(config, Mapping) else None
+        timing = timing if isinstance(timing, Mapping) else {}
+        asked = timing.get("fixed_iters") if timing.get("mode") == "fixed_iters" else timing.get("min_iters")
+        return cls(device, method, p50, max_ms, n, stop_reason, floor_ms,
+                   asked if isinstance(asked, int) and not isinstance(asked, bool) else None,
+                   timing.get("max_time_s"), timing.get("max_samples"))
+
+
+def degenerate_flags(facts: FlagFacts) -> list[str]:
+    """``no_device_work``, ``below_timer_floor`` and ``few_samples``, where they apply."""
+    flags = []
+    if not facts.p50 > 0:  # 0, or a negative or NaN p50 a record could carry
+        flags.append("no_device_work")
+    elif facts.floor_ms is not None and facts.floor_ms > 0 and facts.p50 <= facts.floor_ms:
+        flags.append("below_timer_floor")
+    if facts.asked is not None and facts.n < facts.asked:
+        flags.append("few_samples")
+    return flags
+
+
+def flag_note(flag: str, facts: FlagFacts) -> str:
+    """What a degenerate flag means for this cell and what to do about it ("" for the other flags)."""
+    if flag == "no_device_work":
+        if facts.method == "kernel_profiler":
+            return ("no_device_work: the profiler saw no device activity in any timed call, on any stream: "
+                    "the call runs no GPU work when timed (its work is done ahead of the call, on the host, "
+                    "or was dropped by a compiler); check the backend computes inside the call")
+        if facts.device.startswith("cuda"):
+            return ("no_device_work: the timer saw no time in the calls (p50 0 ms net of its floor), so the "
+                    "call queues no work where the timer looks (work on a private stream, done outside the "
+                    "call, or dropped by a compiler); time it with --timer kernel, which sees every stream, "
+                    "and check the backend runs its work inside the call on the current stream")
+        return ("no_device_work: the clock saw no time in the calls (p50 0 ms): the call does no work "
+                "when timed, or less than the clock's step; check the backend computes inside the call, "
+                "or use a larger size")
+    if flag == "below_timer_floor":
+        remedy = "at a larger size" if facts.method == "kernel_profiler" else \
+            "with --timer kernel or at a larger size"
+        return (f"below_timer_floor: the p50 net of the timer's floor is at or below the floor itself "
+                f"({facts.floor_ms:.3g} ms), where the timer cannot resolve it; time it {remedy} "
+                "(--set, --profile large)")
+    if flag == "few_samples":
+        return (f"few_samples: its statistics rest on {facts.n} samples, fewer than the {facts.asked} asked: "
+                + _few_samples_why(facts))
+    return ""
+
+
+def _few_samples_why(facts: FlagFacts) -> str:
+    cap_s = facts.max_time_s if isinstance(facts.max_time_s, (int, float)) else None
+    if facts.stop_reason == "time_cap" and cap_s is not None and facts.max_ms < cap_s * 1e3:
+        return (f"its calls took far longer than the timer reads of them, and sampling stopped after "
+                f"--iters x --max-time ({cap_s} s); check what the call does outside the timed work")
+    if facts.stop_reason == "time_cap":
+        return (f"a single call took longer than --max-time ({facts.max_time_s} s); raise --max-time or "
+                "use a smaller size for more samples")
+    if facts.stop_reason == "sample_cap":
+        return f"the sample cap ({facts.max_samples}) is below --iters"
+    return f"sampling stopped early ({facts.stop_reason or 'no stop reason recorded'})"
 
 
 def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, Any]) -> list[str]:
@@ -45,6 +152,7 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
         flags.append("launch_bound")
     if cell.telemetry is not None and cell.telemetry.throttled:
         flags.append("throttled")
+    flags += degenerate_flags(FlagFacts.of_cell(cell, timing, config))
     copy_gbps = (environment.get("device_facts") or {}).get("copy_gbps")
     if (cell.device.startswith("cuda") and copy_gbps and cell.derived is not None
             and cell.derived.bytes_moved > 0 and timing.method != "triton_interpreter"):

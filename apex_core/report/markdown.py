@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from apex_core.report.flags import cell_flags, is_launch_bound
+from apex_core.report.flags import FlagFacts, cell_flags, flag_note, is_launch_bound
 from apex_core.results import CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
 PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's copy bandwidth; it skipped "
                 "work, or its work() counts too many bytes (--strict fails the run on it)")
+NO_SPEEDUP_NOTE = "no speed-up: the cell's p50 is 0 ms, and a ratio to it means nothing"
+NO_REFERENCE_TIME_NOTE = "no speed-up: torch-reference's p50 is 0 ms, and a ratio to it means nothing"
 BIMODAL_NOTE = "p50 above 1.5x the fastest sample: a bimodal or disturbed run, see samples_ms"
 
 
@@ -48,17 +50,32 @@ class _Notes:
         return self.texts.index(text) + 1
 
 
+def _speedup_text(cell: CellResult, reference: CellResult | None, notes: _Notes) -> str:
+    """`` (2.00x)`` against the reference's p50; `` (– [n])`` with the reason where a ratio means nothing."""
+    if cell.timing is None or cell.timing.method == "triton_interpreter":  # interpreted: no speed-up
+        return ""
+    if cell.backend == REFERENCE_BACKEND or reference is None or reference.status != Status.OK \
+            or reference.timing is None:
+        return ""
+    p50, ref_p50 = cell.timing.stats.p50, reference.timing.stats.p50
+    if not p50 > 0:
+        return f" (– [{notes.ref(NO_SPEEDUP_NOTE)}])"
+    if not ref_p50 > 0:
+        return f" (– [{notes.ref(NO_REFERENCE_TIME_NOTE)}])"
+    return f" ({ref_p50 / p50:.2f}x)"
+
+
 def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _Notes,
-               flags: list[str] | None = None) -> str:
+               flags: list[str] | None = None, config: dict[str, Any] | None = None) -> str:
     if cell is None:
         return "–"
     if cell.status == Status.OK and cell.timing is not None:
         stats = cell.timing.stats
-        text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}"
-        comparable = cell.timing.method != "triton_interpreter"  # interpreted: no speed-up
-        if comparable and cell.backend != REFERENCE_BACKEND and reference is not None \
-                and reference.timing:
-            text += f" ({reference.timing.stats.p50 / stats.p50:.2f}x)"
+        text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}" + _speedup_text(cell, reference, notes)
+        facts = FlagFacts.of_cell(cell, cell.timing, config or {})
+        for flag in flags or ():
+            if note := flag_note(flag, facts):
+                text += f" [{notes.ref(note)}]"
         if "launch_bound" in (flags or ()):
             text += " †"
         if "faster_than_physics" in (flags or ()):
@@ -193,7 +210,7 @@ def render_markdown(report: Report) -> str:
     for workload, case, dtype in _row_keys(report.cells):
         reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
         texts = [_cell_text(cell, reference, notes, cell_flags(cell, report.environment, report.config)
-                            if cell is not None else None)
+                            if cell is not None else None, report.config)
                  for cell in (by_key.get((workload, case, dtype, b)) for b in backends)]
         lines.append(f"| {workload} | {case} | {dtype} | " + " | ".join(texts) + " |")
     methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"

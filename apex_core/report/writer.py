@@ -29,7 +29,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # a lone surrogate (a plugin's message from an undecodable file name) is written escaped, never fatal
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -3,10 +3,16 @@
 import attrs
 import pytest
 
+from apex_core.api import run
+from apex_core.interfaces import Prepared
+from apex_core.registry import Registry
 from apex_core.report.flags import cell_flags, strict_failures
 from apex_core.report.markdown import render_markdown
+from apex_core.report.writer import ReportWriter
 from apex_core.results import CellResult, Derived, Report, Status, Telemetry, Timing
 from apex_core.stats import summarize
+from apex_core.timing import TimingOptions
+from tests.apex_core.fakes import Axpy, Eager
 
 ENV = {"device": "cuda", "device_facts": {"copy_gbps": 3000.0}}
 CONFIG = {"timing": {"noise_target": 0.005}}
@@ -88,3 +94,118 @@ def test_a_failing_measurement_leaves_a_reason_not_a_hung_run(monkeypatch):
     env = {}
     doctor.BackgroundFacts("cuda", env).start().wait()
     assert env["device_facts"] == {"unavailable": "RuntimeError: CUDA error: no device"}
+
+
+SAMPLING = {"timing": {"noise_target": 0.005, "mode": "adaptive", "min_iters": 10, "max_time_s": 3.0,
+                       "max_samples": 5000}}
+
+
+def timed(backend, samples, stop="noise", floor_ms=None, device="cpu", method="cpu_perf_counter"):
+    timing = Timing(method, "n/a", tuple(samples), summarize(samples), stop, floor_ms=floor_ms)
+    return CellResult("w", "c", backend, "fp32", device, Status.OK, timing=timing)
+
+
+def zero_time_report():
+    return Report(suite="s", timestamp_utc="2026-11-27T00:00:00Z", environment={"device": "cpu"},
+                  config=SAMPLING, status="complete",
+                  cells=(timed("torch-reference", [1.0] * 10), timed("fast", [0.0] * 10)))
+
+
+def test_a_zero_time_cell_is_flagged_and_its_markdown_has_no_speed_up_but_a_reason():
+    report = zero_time_report()
+    zero = report.cells[1]
+    assert cell_flags(zero, report.environment, report.config) == ["no_device_work"]
+    text = render_markdown(report)  # divided by the 0 ms p50 before: ZeroDivisionError
+    row = next(line for line in text.splitlines() if line.startswith("| w |"))
+    assert "0 / 0 (– [1]) [2]" in row and "x)" not in row.split("|")[5]
+    assert "1. no speed-up: the cell's p50 is 0 ms" in text
+    assert "2. no_device_work: the clock saw no time in the calls" in text
+
+
+def test_a_zero_time_reference_leaves_every_speed_up_out_with_its_reason():
+    report = attrs.evolve(zero_time_report(), cells=(timed("torch-reference", [0.0] * 10),
+                                                     timed("b", [1.0] * 10)))
+    text = render_markdown(report)
+    assert "1 / 1 (– [2])" in text and "2. no speed-up: torch-reference's p50 is 0 ms" in text
+
+
+def test_on_cuda_no_device_work_says_to_use_the_kernel_timer():
+    cell_ = timed("b", [0.0] * 10, device="cuda")
+    report = attrs.evolve(zero_time_report(), cells=(cell_,))
+    assert "--timer kernel" in render_markdown(report)
+    profiled = timed("b", [0.0] * 10, device="cuda", method="kernel_profiler")
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(profiled,)))
+    assert "no_device_work: the profiler saw no device activity in any timed call, on any stream" in text
+
+
+def test_a_p50_at_or_below_the_timers_floor_is_flagged_with_what_to_do():
+    at_floor = timed("b", [0.004] * 10, floor_ms=0.004, device="cuda")
+    above = timed("b", [0.005] * 10, floor_ms=0.004, device="cuda")
+    unknown = timed("b", [0.004] * 10)
+    assert "below_timer_floor" in cell_flags(at_floor, {}, SAMPLING)
+    assert "below_timer_floor" not in cell_flags(above, {}, SAMPLING)
+    assert "below_timer_floor" not in cell_flags(unknown, {}, SAMPLING)
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(at_floor,)))
+    assert ("below_timer_floor: the p50 net of the timer's floor is at or below the floor itself (0.004 ms)"
+            in text)
+    assert "with --timer kernel or at a larger size" in text
+
+
+def test_fewer_samples_than_asked_are_flagged_and_say_why():
+    one_long_call = timed("b", [5000.0], stop="time_cap")
+    assert cell_flags(one_long_call, {}, SAMPLING) == ["few_samples"]
+    assert cell_flags(timed("b", [1.0] * 10, stop="time_cap"), {}, SAMPLING) == []
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(one_long_call,)))
+    assert ("few_samples: its statistics rest on 1 samples, fewer than the 10 asked: a single call took "
+            "longer than --max-time (3.0 s)") in text
+    host_bound = timed("b", [1.0] * 3, stop="time_cap")  # three 1 ms reads in --iters x --max-time
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(host_bound,)))
+    assert "its calls took far longer than the timer reads of them" in text
+    fixed = {"timing": {**SAMPLING["timing"], "mode": "fixed_iters", "fixed_iters": 3}}
+    assert cell_flags(timed("b", [1.0] * 3, stop="fixed_iters"), {}, fixed) == []
+
+
+def test_the_html_report_shows_the_degenerate_flags_notes_and_the_missing_speed_up():
+    from apex_core.report.html.inputs import ReportInputs, RunInput
+    from apex_core.report.html.page import render_html
+    from apex_core.report.records import report_record
+
+    report = attrs.evolve(zero_time_report(), cells=(*zero_time_report().cells,
+                                                     timed("slow", [5000.0], stop="time_cap")))
+    page = render_html(ReportInputs(runs=(RunInput("run0", "r.json", report_record(report)),)))
+    assert "fast: no speed-up: this cell&#x27;s p50 is 0 ms" in page
+    assert "fast: no_device_work: the clock saw no time in the calls" in page
+    assert "slow: few_samples: its statistics rest on 1 samples, fewer than the 10 asked" in page
+    assert '<span class="none">–</span> [1]' in page
+
+
+class Reference(Eager):
+    name = "torch-reference"
+
+
+class SelfTimedAtZero(Eager):
+    """Times itself (as an external process does) and reads 0 ms: the work it reports never ran timed."""
+
+    name = "zero-time"
+
+    def prepare(self, workload, case, inputs):
+        def measure(options: TimingOptions) -> Timing:
+            samples = (0.0,) * options.min_iters
+            return Timing("external_self_timed", "n/a", samples, summarize(samples), "noise")
+
+        return Prepared(lambda: workload.reference(case, inputs), measure=measure)
+
+
+def test_a_suite_with_a_zero_time_cell_completes_and_every_output_is_written(tmp_path):
+    registry = Registry.from_objects([Reference(), SelfTimedAtZero()], [Axpy()])
+    options = TimingOptions(warmup=1, min_iters=3, min_time_s=0.0, max_time_s=0.2)
+    report = run(["axpy"], ["torch-reference", "zero-time"], device="cpu", timing=options,
+                 isolation="inline", registry=registry)
+    assert [c.status for c in report.cells] == [Status.OK] * 4  # two cases x two backends
+    zero = [c for c in report.cells if c.backend == "zero-time"]
+    assert all(c.timing.stats.p50 == 0 and c.timing.samples_ms == (0.0,) * 3 for c in zero)
+    assert all("no_device_work" in cell_flags(c, report.environment, report.config) for c in zero)
+    writer = ReportWriter(tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.html")
+    writer.write(attrs.evolve(report, status="complete"))
+    assert writer.failure == ""
+    assert "(– [" in (tmp_path / "r.md").read_text() and (tmp_path / "r.html").exists()

@@ -4,7 +4,14 @@ import json
 
 import pytest
 
-from apex_core.kernel_timer import call_activities, profiler_unavailable_reason, summarize_activity
+from apex_core.kernel_timer import (
+    CallActivity,
+    KernelTimer,
+    call_activities,
+    profiler_unavailable_reason,
+    summarize_activity,
+)
+from apex_core.timing import TimingOptions
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "fixtures" / "kineto-sleep-trace.json"
@@ -58,3 +65,71 @@ def test_the_profiler_says_why_it_cannot_time_kernels_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     assert "no CUDA device" in profiler_unavailable_reason()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeProfiledTimer(KernelTimer):
+    """A kernel timer whose profiler sessions are made up: a slow first session, as CUPTI's start-up."""
+
+    def __init__(self, options, clock, busy_ms=0.5, startup_s=5.0, session_s=0.0, call_s=0.001):
+        super().__init__(options, clock=clock)
+        self.busy_ms, self.startup_s, self.session_s, self.call_s = busy_ms, startup_s, session_s, call_s
+        self.sessions: list[int] = []
+
+    def _synchronize(self):
+        pass
+
+    def _session(self, call, calls, first):
+        self.clock.now += (self.startup_s if not self.sessions else self.session_s) + calls * self.call_s
+        self.sessions.append(calls)
+        return [CallActivity(i, self.busy_ms, self.busy_ms, 1, frozenset({7}))
+                for i in range(first, first + calls)]
+
+
+def test_the_profilers_start_up_stays_out_of_the_time_budget_and_iters_holds():
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    timer = FakeProfiledTimer(options, FakeClock())
+    timing = timer.measure(lambda: None)
+    # the primer session (one call) took the 5 s start-up; the cell's samples are its own
+    assert timer.sessions[0] == 1
+    assert timing.stats.n >= 10 and timing.stop_reason != "time_cap"
+
+
+def test_kernel_timer_sessions_longer_than_the_cap_still_give_iters_samples():
+    # every session costs 4 s (tracing, export, parse: over the 3 s cap), each call reads 0.5 ms
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    timer = FakeProfiledTimer(options, FakeClock(), startup_s=4.0, session_s=4.0)
+    timing = timer.measure(lambda: None)
+    assert timing.stats.n >= 10 and timing.stop_reason == "time_cap"
+
+
+class IdleTimer(FakeProfiledTimer):
+    """Calls whose device activity the test chooses: ``busy(index)`` ms, 0 for none at all."""
+
+    def __init__(self, options, busy):
+        super().__init__(options, FakeClock(), startup_s=0.0)
+        self.busy = busy
+
+    def _session(self, call, calls, first):
+        super()._session(call, calls, first)
+        return [CallActivity(i, b, b, int(b > 0), frozenset({7}) if b else frozenset())
+                for i in range(first, first + calls) for b in [self.busy(i)]]
+
+
+def test_calls_without_any_device_work_keep_their_zero_samples():
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    timing = IdleTimer(options, lambda i: 0.0).measure(lambda: None)
+    assert timing.stats.n >= 10 and set(timing.samples_ms) == {0.0} and timing.stats.p50 == 0
+
+
+def test_calls_that_work_only_some_of_the_time_are_an_error_naming_an_idle_call():
+    options = TimingOptions(warmup=0, min_iters=10, min_time_s=0.0, max_time_s=3.0)
+    with pytest.raises(RuntimeError, match="device activity in .* of .* timed calls and none in call 3"):
+        IdleTimer(options, lambda i: 0.0 if i % 4 == 3 else 0.5).measure(lambda: None)

@@ -45,3 +45,42 @@ def test_measure_cpu_returns_samples_and_stats():
     assert timing.stats.n == len(timing.samples_ms) >= 7
     assert len(calls) == 3 + timing.stats.n
     assert all(s >= 0 for s in timing.samples_ms)
+
+
+def test_the_time_cap_waits_for_min_iters_while_each_call_is_shorter_than_the_cap():
+    rule = StopRule(TimingOptions(min_iters=10, min_time_s=0.0, max_time_s=3.0))
+    # 1 s calls: the cap is reached at the fourth sample, yet the cell takes its ten
+    assert [rule.reason([1000.0] * n, n * 1.0) for n in (4, 9)] == [None, None]
+    assert rule.reason([1000.0] * 10, 10.0) == "time_cap"
+
+
+def test_a_call_longer_than_the_cap_stops_after_one_sample():
+    # a 10 s call with --iters 10 does not run 100 s
+    rule = StopRule(TimingOptions(min_iters=10, min_time_s=0.0, max_time_s=3.0))
+    assert rule.reason([10_000.0], 10.0) == "time_cap"
+
+
+def test_calls_whose_wall_time_the_timer_does_not_see_stop_at_iters_times_the_cap():
+    # each call reads 1 ms to its timer but takes 10 s of wall time (host-bound)
+    rule = StopRule(TimingOptions(min_iters=10, min_time_s=0.0, max_time_s=3.0))
+    assert rule.reason([1.0] * 2, 20.0) is None
+    assert rule.reason([1.0] * 3, 30.0) == "time_cap"
+
+
+def test_a_batch_checked_sample_by_sample_is_not_cut_at_its_first_sample():
+    # timers check the rule per sample after a batch: the elapsed time covers the whole batch
+    rule = StopRule(TimingOptions(min_iters=10, min_time_s=0.0, max_time_s=3.0))
+    batch = [500.0] * 10  # ten 0.5 s calls queued at once, 5 s in all
+    reasons = [rule.reason(batch[:n], 5.0) for n in range(1, 11)]
+    assert reasons == [None] * 9 + ["time_cap"]
+
+
+def test_the_cpu_timer_takes_iters_samples_of_calls_longer_than_the_time_cap_allows():
+    import time
+
+    options = TimingOptions(warmup=0, min_iters=5, min_time_s=0.0, max_time_s=0.1)
+    timing = measure_cpu(lambda: time.sleep(0.03), options)
+    # five 30 ms calls outlast the 100 ms cap; the cell still has its five samples
+    assert timing.stats.n == 5 and timing.stop_reason == "time_cap"
+    one = measure_cpu(lambda: time.sleep(0.12), options)
+    assert one.stats.n == 1 and one.stop_reason == "time_cap"  # one call is longer than the cap

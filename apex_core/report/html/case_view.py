@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from apex_core.report.flags import FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
@@ -111,7 +112,33 @@ def bar_plot(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str, str
     return "".join(parts) + "</svg>"
 
 
-def numbers_table(group: CaseGroup) -> str:
+def case_notes(group: CaseGroup, run: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """Per (backend, flag or "speed-up"): why a speed-up is missing, what a degenerate flag asks."""
+    config = run.get("config")
+    config = config if isinstance(config, Mapping) else {}
+    notes: dict[tuple[str, str], str] = {}
+    for cell in (c for c in group.cells if c.timed):
+        if reason := group.no_speedup_reason(cell):
+            notes[(cell.backend, "speed-up")] = reason
+        facts = FlagFacts.of_record(cell.record, config)
+        for flag in cell.flags:
+            if text := flag_note(flag, facts):
+                notes[(cell.backend, flag)] = text
+    return notes
+
+
+def _note_refs(keys: list[tuple[str, str]], *wanted: tuple[str, str]) -> str:
+    return "".join(f" [{keys.index(w) + 1}]" for w in wanted if w in keys)
+
+
+def notes_list(notes: dict[tuple[str, str], str]) -> str:
+    if not notes:
+        return ""
+    items = "".join(f"<li>{esc(backend)}: {esc(text)}</li>" for (backend, _), text in notes.items())
+    return f'<ol class="note case-notes">{items}</ol>'
+
+
+def numbers_table(group: CaseGroup, notes: dict[tuple[str, str], str] | None = None) -> str:
     head = (
         "backend",
         "status",
@@ -125,8 +152,11 @@ def numbers_table(group: CaseGroup) -> str:
         "flags",
     )
     rows = []
+    keys = list(notes or {})
     for cell in group.cells:
         flags = ", ".join(FLAG_TEXT.get(f, f) for f in cell.flags)
+        flag_refs = _note_refs(keys, *((cell.backend, f) for f in cell.flags))
+        speedup_refs = _note_refs(keys, (cell.backend, "speed-up"))
         rows.append(
             "<tr>"
             + "".join(
@@ -138,10 +168,10 @@ def numbers_table(group: CaseGroup) -> str:
                     number(cell.percentile(5)),
                     number(cell.stat("p95_ms")),
                     number(cell.stat("n")),
-                    number(group.speedup(cell), "x"),
+                    number(group.speedup(cell), "x") + speedup_refs,
                     number(cell.field("host_ms")),
                     esc(cell.record.get("timing_method") or "–"),
-                    esc(flags or "–"),
+                    esc(flags or "–") + flag_refs,
                 )
             )
             + "</tr>"
@@ -164,5 +194,6 @@ def case_section(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str,
             "or a long flat step mean a bimodal or disturbed cell.</p>"
         )
         parts.append(f'<div class="hists">{hists}</div><div class="figure">{ecdf_plot(group, colours)}</div>')
-    parts.append(numbers_table(group) + "</section>")
+    notes = case_notes(group, run)
+    parts.append(numbers_table(group, notes) + notes_list(notes) + "</section>")
     return "".join(parts)

@@ -17,8 +17,11 @@ FLAG_TEXT = {
     "noisy": "noisy",
     "faster_than_physics": "faster than physics",
     "p50_over_min": "p50 > 1.5x min",
+    "no_device_work": "no device work",
+    "below_timer_floor": "below timer floor",
+    "few_samples": "few samples",
 }
-SEVERE_FLAGS = ("faster_than_physics", "throttled")
+SEVERE_FLAGS = ("faster_than_physics", "throttled", "no_device_work")
 INTERPRETED = "triton_interpreter"  # correctness only: its times are no speed
 
 
@@ -109,13 +112,25 @@ class CaseGroup:
     def reference(self) -> Cell | None:
         return next((c for c in self.cells if c.backend == REFERENCE_BACKEND and c.comparable), None)
 
+    def no_speedup_reason(self, cell: Cell) -> str:
+        """Why a timed cell shows no speed-up though the reference ran ("" if it has one, or none is due)."""
+        reference = self.reference
+        if reference is None or cell is reference or not cell.comparable:
+            return ""
+        ref_p50, p50 = reference.stat("p50_ms"), cell.stat("p50_ms")
+        if p50 is None or not p50.value > 0:
+            return "no speed-up: this cell's p50 is 0 ms, and a ratio to it means nothing"
+        if ref_p50 is None or not ref_p50.value > 0:
+            return f"no speed-up: {REFERENCE_BACKEND}'s p50 is 0 ms, and a ratio to it means nothing"
+        return ""
+
     def speedup(self, cell: Cell) -> Q | None:
         """The reference's p50 over the cell's: how many times faster than torch-reference."""
         reference = self.reference
         if reference is None or cell is reference or not cell.comparable:
             return None
         ref_p50, p50 = reference.stat("p50_ms"), cell.stat("p50_ms")
-        if ref_p50 is None or p50 is None or p50.value <= 0:
+        if ref_p50 is None or p50 is None or not p50.value > 0 or not ref_p50.value > 0:
             return None
         return ref_p50 / p50
 

@@ -41,6 +41,9 @@ def backend_colours(backends: Iterable[str], reference: str) -> dict[str, str]:
     return colours
 
 
+_MAX_DECADE = 300
+
+
 def needs_log(values: Iterable[float]) -> bool:
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     return bool(positive) and max(positive) / min(positive) > LOG_SPREAD
@@ -65,8 +68,9 @@ class Scale:
         use_log = needs_log(data) if log is None else log
         if use_log:
             positive = [v for v in data if v > 0] or [1.0]
-            lo = 10 ** math.floor(math.log10(min(positive)))
-            hi = 10 ** math.ceil(math.log10(max(positive)))
+            # decades clamped so that a subnormal or huge value cannot round a bound to 0 or overflow
+            lo = 10.0 ** max(math.floor(math.log10(min(positive))), -_MAX_DECADE)
+            hi = 10.0 ** min(math.ceil(math.log10(max(positive))), _MAX_DECADE)
             if hi <= lo:
                 hi = lo * 10
             return cls(lo, hi, start, end, True)

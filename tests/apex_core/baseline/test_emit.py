@@ -139,3 +139,16 @@ def test_a_partial_report_is_refused_unless_allowed_and_then_its_cells_are_named
                       cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert "is interrupted; took its 1 ok cell(s): tilepack/default/torch-reference/fp32" in allowed.stdout
+
+
+def test_runs_that_disagree_past_what_a_baseline_holds_are_refused_in_one_line(tmp_path):
+    from apex_core.baseline.emit import emit_baseline
+    from apex_core.baseline.errors import InputFileError
+    from apex_core.baseline.io import load_report
+    from tests.apex_core.baseline.conftest import cell, report, write
+
+    paths = [write(tmp_path / f"r{i}.json", report([cell("tilepack", values=[p50] * 5)]))
+             for i, p50 in enumerate((1e-6, 1e-3, 1e4))]
+    why = r"the runs disagree on tilepack/default/torch-reference/fp32/\w+_ms: 1e-06 to 1e\+04 ms over 3 runs"
+    with pytest.raises(InputFileError, match=why):
+        emit_baseline([load_report(p) for p in paths])
