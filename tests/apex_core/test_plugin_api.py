@@ -195,7 +195,8 @@ def test_the_first_api_package_runs_unchanged_with_every_status_right(first_api_
     result = run_cli([*FAST, "--profile", "smoke", "--workloads", "v1-blend",
                       "--backends", "torch-reference,v1-eager,v1-buffered,v1-unavailable,v1-picky,v1-wrong,"
                       "v1-raises",
-                      "--output-json", str(out), "--output-md", str(tmp_path / "run.md")],
+                      "--output-json", str(out), "--output-md", str(tmp_path / "run.md"),
+                      "--html", str(tmp_path / "run.html")],
                      cwd=tmp_path, env=_with_path(first_api_site))
     assert result.returncode == 1, result.stderr  # v1-wrong and v1-raises fail the run, as they should
     assert "Traceback" not in result.stderr + result.stdout
@@ -220,6 +221,8 @@ def test_the_first_api_package_runs_unchanged_with_every_status_right(first_api_
     assert {("v1-blend", "work(self, case)"), ("v1-blend", "apex_core.interfaces.PROFILES")} <= used
     assert "deprecated: workload 'v1-blend' uses work(self, case)" in result.stderr
     assert "Deprecated plugin API" in (tmp_path / "run.md").read_text()
+    html = (tmp_path / "run.html").read_text()
+    assert "Deprecated plugin API" in html and "work(self, case, dtype_name)" in html
 
 
 # --- plugins that fail at import -----------------------------------------------------------------

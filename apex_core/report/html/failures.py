@@ -1,4 +1,5 @@
-"""The cells that produced no time (skipped, incorrect, suspect, error, crashed, timeout) and broken plugins."""
+"""The cells that produced no time (skipped, incorrect, suspect, error, crashed, timeout), broken plugins,
+and the deprecated plugin-API forms the plugins use."""
 
 from __future__ import annotations
 
@@ -39,4 +40,18 @@ def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
             )
             + "</ul>"
         )
+    parts.append(_deprecations(record))
     return "".join(parts) + "</section>"
+
+
+def _deprecations(record: Mapping[str, Any]) -> str:
+    """The report's ``deprecations`` (docs/plugin-api.md): what a shim serves, per plugin."""
+    found = [d for d in record.get("deprecations") or [] if isinstance(d, Mapping)]
+    if not found:
+        return ""
+    items = "".join(
+        f"<li>{esc(d.get('group', '?'))} <code>{esc(d.get('plugin', '?'))}</code>: "
+        f"<code>{esc(d.get('used', ''))}</code>, deprecated since plugin API {esc(d.get('since', '?'))}; use "
+        f"<code>{esc(d.get('instead', ''))}</code> (shim removed in {esc(d.get('removal', '?'))})</li>"
+        for d in found)
+    return f"<h3>Deprecated plugin API the plugins use</h3><ul>{items}</ul>"
