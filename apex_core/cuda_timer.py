@@ -281,7 +281,7 @@ class CudaTimer:
                     floor_batch[-1][1].synchronize()
                     floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
                 if checked:
-                    spot.after(len(samples), self.kept)
+                    spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
                 for begin, end in batch:
                     samples.append(self.elapsed(begin, end))
                     stop = rule.reason(samples, perf_counter() - start)
@@ -311,13 +311,13 @@ class CudaTimer:
             outputs = call()
             host_ms.append((perf_counter_ns() - t0) / 1e6)
             end.record(self.stream)
-            if spot is not None and index == 0:
-                self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
             if watchdog is not None and number is not None:
                 watchdog.disarm()
                 self.hold.release(number)
                 if watchdog.tripped:
                     return events[: index + 1]
+            if spot is not None and index == 0:
+                self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
         return events
 
 

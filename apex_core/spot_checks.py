@@ -24,6 +24,7 @@ import attrs
 import torch
 
 from apex_core import cuda_timer
+from apex_core.clocks import CudaEvent, elapsed_ms, perf_counter_ns
 from apex_core.correctness import (
     DTYPES,
     changed_inputs,
@@ -38,7 +39,21 @@ from apex_core.results import Accuracy
 SETS = 3  # fresh input sets per cell: one per planned spot check
 # calls on fresh inputs slower than the others' p50 by this factor and margin: a cache answered those
 FRESH_RATIO = 3.0
-FRESH_MARGIN_MS = 0.02
+
+
+@attrs.frozen
+class Margins:
+    """How much slower than the others (ms) a fresh call, or reading a mapping, must be to count.
+    On the CPU an honest call on freshly written inputs pays cache misses (JAX's tilessm-scan:
+    0.05 ms against 0.012 ms at the smoke profile) and JAX's honest lazy view pays DLPack on its
+    first lookup, so the CPU's margins are wider; a CUDA sample is flushed from L2 either way
+    and a mapping's read is timed on the device."""
+
+    fresh_ms: float
+    read_ms: float
+
+
+MARGINS = {"cpu": Margins(fresh_ms=0.25, read_ms=0.5), "cuda": Margins(fresh_ms=0.02, read_ms=0.05)}
 _PLAIN_MAPPINGS = (dict, collections.OrderedDict)
 STAGE = "during-timing"
 
@@ -65,13 +80,11 @@ def plan_spots(min_iters: int, granularity: int = 1, rng: random.Random | None =
 
 
 def plain_outputs(outputs: Any) -> None:
-    """Raise ``Suspect`` for outputs that can compute when read: a mapping or tensor subclass,
-    or a tensor whose methods were overridden on the instance."""
+    """Raise ``Suspect`` for tensors that can compute when read: a tensor subclass, or a tensor
+    whose methods were overridden on the instance. (A mapping of another type can be lazy too,
+    as JAX's view of its arrays honestly is: ``SpotChecks`` times reading it instead.)"""
     if not isinstance(outputs, Mapping):
         return  # not an answer at all: the comparison says so
-    if type(outputs) not in _PLAIN_MAPPINGS:
-        raise Suspect(f"the call returned a {_named(outputs)}, a dict subclass: its values can be computed "
-                      "when they are read, after the timed call; return a plain dict")
     for name, value in outputs.items():
         if not isinstance(value, torch.Tensor):
             continue
@@ -93,16 +106,19 @@ class SpotChecks:
     """The spot checks of one cell's timing; ``slots``: the inputs of each input placement."""
 
     def __init__(self, sets: list[FreshSet], slots: list[Mapping[str, torch.Tensor]],
-                 compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy], spots: frozenset[int]) -> None:
+                 compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy], spots: frozenset[int],
+                 margins: Margins = MARGINS["cpu"]) -> None:
         self.sets = list(sets)
         self.slots = slots
         self.compare = compare
         self.spots = spots
+        self.margins = margins
         self.expected: dict[int, FreshSet] = {}
         self.pending: tuple[int, int] | None = None  # (sample number, slot) of the call to check
         self.fresh: list[int] = []  # sample numbers taken on a fresh set
         self.last_slot = 0
         self.deferred: Suspect | None = None  # found while a CUDA batch was being queued, raised after it
+        self.read: tuple[Any, Any, float] | None = None  # CUDA: events and host ms around reading a mapping
 
     def before(self, index: int, slot: int = 0) -> bool:
         """Before sample ``index`` (outside the timed window): refresh ``slot``'s inputs if it is a spot."""
@@ -118,6 +134,14 @@ class SpotChecks:
     def keep(self, outputs: Any) -> Any:
         """The spot call's outputs, copied on the current stream before a later call can overwrite them.
         Never raises: it runs while the timing stream is held (the finding is raised by ``after``)."""
+        if isinstance(outputs, Mapping) and type(outputs) not in _PLAIN_MAPPINGS:
+            begin, end = CudaEvent(enable_timing=True), CudaEvent(enable_timing=True)
+            begin.record()
+            start = perf_counter_ns()
+            outputs = {k: outputs[k] for k in outputs}
+            host_ms = (perf_counter_ns() - start) / 1e6
+            end.record()
+            self.read = (begin, end, host_ms)
         try:
             plain_outputs(outputs)
         except Suspect as found:
@@ -126,17 +150,36 @@ class SpotChecks:
             return outputs
         return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
 
-    def after(self, index: int, outputs: Any) -> None:
-        """After sample ``index`` (synchronized): check it if it was the spot call."""
+    def after(self, index: int, outputs: Any, sample_ms: float) -> None:
+        """After sample ``index`` (synchronized; ``sample_ms`` its time): check it if it was the spot call."""
         if self.deferred is not None:
             raise self.deferred
         if self.pending is None or self.pending[0] != index:
             return
         slot = self.pending[1]
         self.pending = None
+        if isinstance(outputs, Mapping) and type(outputs) not in _PLAIN_MAPPINGS:  # CPU: read it here
+            start = perf_counter_ns()
+            outputs = {k: outputs[k] for k in outputs}
+            self.read = (None, None, (perf_counter_ns() - start) / 1e6)
+        self._read_in_time(index, sample_ms)
         plain_outputs(outputs)
         self._verify(outputs, slot, f"timed call {index}")
         self.fresh.append(index)
+
+    def _read_in_time(self, index: int, sample_ms: float) -> None:
+        """Reading a mapping the call returned may not cost much more than the call: else its
+        values were computed when read, after the timed call."""
+        if self.read is None:
+            return
+        begin, end, read_ms = self.read
+        self.read = None
+        if begin is not None:  # CUDA: the device's time, what a lazy value launches when read
+            read_ms = elapsed_ms(begin, end)
+        if read_ms > max(FRESH_RATIO * sample_ms, sample_ms + self.margins.read_ms):
+            raise Suspect(f"reading the outputs of timed call {index} took {read_ms:.4g} ms, the call itself "
+                          f"{sample_ms:.4g} ms: its outputs are computed when they are read, after the timed "
+                          "call; return a dict of computed tensors")
 
     def finish(self, outputs: Any, slot: int | None = None) -> None:
         """After the last sample: its outputs and its inputs against the set last written there."""
@@ -167,7 +210,7 @@ class SpotChecks:
             return ""
         p50 = statistics.median(samples_ms)
         low = min(fresh)
-        if low <= FRESH_RATIO * p50 or low - p50 <= FRESH_MARGIN_MS:
+        if low <= FRESH_RATIO * p50 or low - p50 <= self.margins.fresh_ms:
             return ""
         times = ", ".join(f"{s:.4g}" for s in fresh)
         return (f"its {len(fresh)} timed calls on freshly written inputs took {times} ms, the others p50 "
@@ -178,15 +221,15 @@ class SpotChecks:
 def build_spot_checks(make_inputs: Callable[[int], Mapping[str, torch.Tensor]],
                       reference: Callable[[Mapping[str, torch.Tensor]], Mapping[str, torch.Tensor]],
                       compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy],
-                      slots: list[Mapping[str, torch.Tensor]], first_seed: int, spots: frozenset[int]
-                      ) -> SpotChecks:
+                      slots: list[Mapping[str, torch.Tensor]], first_seed: int, spots: frozenset[int],
+                      margins: Margins = MARGINS["cpu"]) -> SpotChecks:
     """``SETS`` fresh input sets from seeds ``first_seed``, ``first_seed + 1``... with their
     references (``reference`` upcasts as the checks do), made before timing starts."""
     sets = []
     for number in range(SETS):
         inputs = make_inputs(first_seed + number)
         sets.append(FreshSet(inputs, reference(inputs)))
-    return SpotChecks(sets, slots, compare, spots)
+    return SpotChecks(sets, slots, compare, spots, margins)
 
 
 def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: int,
@@ -215,5 +258,6 @@ def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: 
     # a CUDA timer refreshes inputs only between its batches of queued samples
     granularity = cuda_timer.BATCH if cuda else 1
     spots = plan_spots(min_iters, granularity)
-    spot = build_spot_checks(make_inputs, reference, compare, slots, first_seed, spots)
+    spot = build_spot_checks(make_inputs, reference, compare, slots, first_seed, spots,
+                             MARGINS["cuda" if cuda else "cpu"])
     return spot, (torch.cuda.memory_allocated() - before if cuda else 0)

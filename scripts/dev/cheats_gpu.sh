@@ -33,7 +33,7 @@ if [ "${PART:-all}" != builtins ]; then
 echo "== cheats on CUDA: each must be incorrect or suspect (cheat-none: ok)"
 cheat cheat-none ok
 cheat cheat-none ok --graph
-for name in content-cache warmup-replay private-stream lazy-output event-timer profiler call-rate \
+for name in content-cache warmup-replay private-stream lazy-output lazy-mapping event-timer profiler call-rate \
             call-stack call-count mutate-input; do
   cheat "cheat-$name" incorrect,suspect
 done

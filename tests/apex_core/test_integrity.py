@@ -7,6 +7,7 @@ must be ``incorrect`` or ``suspect`` with a reason that names what was caught.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -19,6 +20,7 @@ from apex_core.results import FAILING_STATUSES, Status, Timing
 from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
 from apex_core.stats import summarize
 from apex_core.timing import TimingOptions
+from tests.conftest import run_cli
 
 # short timing: enough samples for the spot checks, a few seconds per cell
 TIMING = TimingOptions(warmup=10, min_iters=20, min_time_s=0.1, max_time_s=0.5)
@@ -40,6 +42,7 @@ CAUGHT = [
     ("cheat-content-cache", Status.SUSPECT, "freshly written inputs"),
     ("cheat-warmup-replay", Status.INCORRECT, "wrong result in timed call 0"),
     ("cheat-lazy-output", Status.SUSPECT, "LazyTensor"),
+    ("cheat-lazy-mapping", Status.SUSPECT, "outputs are computed when they are read"),
     ("cheat-perf-counter", Status.SUSPECT, "time.perf_counter was replaced (by module apex_testplugin.cheats)"),
     ("cheat-event-timer", Status.SUSPECT, "torch.cuda.streams.Event.elapsed_time was replaced"),
     ("cheat-profiler", Status.SUSPECT, "export_chrome_trace was replaced"),
@@ -111,10 +114,10 @@ def test_spot_plan_always_checks_the_first_sample_and_respects_batches():
         assert 0 in spots and all(s % 10 == 0 for s in spots)
 
 
-def test_plain_outputs_rejects_subclasses():
+def test_plain_outputs_rejects_tensor_subclasses_and_overrides():
     plain_outputs({"y": torch.zeros(2)})
-    with pytest.raises(integrity.Suspect, match="dict subclass"):
-        plain_outputs(type("Lazy", (dict,), {})(y=torch.zeros(2)))
+    with pytest.raises(integrity.Suspect, match="torch.Tensor subclass"):
+        plain_outputs({"y": torch.zeros(2).as_subclass(type("Lazy", (torch.Tensor,), {}))})
     shadow = torch.zeros(2)
     shadow.clone = lambda: shadow
     with pytest.raises(integrity.Suspect, match="overrides tensor methods"):
@@ -131,3 +134,18 @@ def test_caching_evidence_needs_every_fresh_call_slow():
 def test_checks_can_be_switched_off_for_the_cost_measurement(monkeypatch):
     monkeypatch.setenv(integrity.OFF_VARIABLE, "off")
     assert not integrity.checks_on()
+
+
+def test_honest_builtins_are_never_suspect(tmp_path):
+    """Every built-in backend at the smoke profile on the CPU: ok (or skipped), no suspect cell."""
+    out = tmp_path / "run.json"
+    done = run_cli(["--device", "cpu", "--profile", "smoke", "--backends",
+                    "torch-reference,torch-compile,triton,jax,onnxruntime", "--min-time", "0.05",
+                    "--max-time", "0.3", "--no-history", "--quiet", "--output-json", str(out),
+                    "--output-md", str(tmp_path / "run.md")], cwd=tmp_path)
+    cells = json.loads(out.read_text())["benchmarks"]
+    bad = [(c["backend"], c["workload"], c["status"], c["reason"]) for c in cells
+           if c["status"] not in ("ok", "skipped")]
+    assert bad == [] and done.returncode == 0, (bad, done.stderr[-2000:])
+    ran = {c["backend"] for c in cells if c["status"] == "ok"}
+    assert ran >= {"torch-reference", "torch-compile", "triton"}
