@@ -40,7 +40,8 @@ done
 cheat cheat-graph-stale incorrect,suspect --graph
 cheat cheat-call-stack incorrect,suspect --graph
 cheat cheat-call-stack incorrect,suspect --timer kernel
-cheat cheat-content-cache incorrect,suspect --timer kernel
+# under the kernel timer a call that does no device work is an error already (kernel_timer.py)
+cheat cheat-content-cache incorrect,suspect,error --timer kernel
 fi
 [ "${PART:-all}" = cheats ] && exit 0
 

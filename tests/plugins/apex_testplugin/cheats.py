@@ -322,7 +322,9 @@ class StaleGraphBackend(_Cheat):
         buffers = {k: torch.empty_like(v) for k, v in workload.reference(case, inputs).items()}
 
         def run():
-            if not torch.cuda.is_current_stream_capturing():
+            if torch.cuda.is_current_stream_capturing():
+                next(iter(buffers.values())).mul_(1)  # one kernel that changes nothing: a graph not empty
+            else:
                 for name, value in compute(workload, case, inputs).items():
                     buffers[name].copy_(value)
             return buffers
