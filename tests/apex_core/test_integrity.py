@@ -16,6 +16,7 @@ import torch
 import apex_core
 from apex_core import integrity
 from apex_core.registry import Registry
+from apex_core.report.writer import validate_report
 from apex_core.results import FAILING_STATUSES, Status, Timing
 from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
 from apex_core.stats import summarize
@@ -149,3 +150,18 @@ def test_honest_builtins_are_never_suspect(tmp_path):
     assert bad == [] and done.returncode == 0, (bad, done.stderr[-2000:])
     ran = {c["backend"] for c in cells if c["status"] == "ok"}
     assert ran >= {"torch-reference", "torch-compile", "triton"}
+
+
+def test_a_run_with_cheats_fails_and_its_reports_name_them(plugin_on_path, tmp_path):
+    out = tmp_path / "run.json"
+    done = run_cli(["--device", "cpu", "--workloads", "test-scale",
+                    "--backends", "cheat-none,cheat-perf-counter,cheat-warmup-replay",
+                    "--min-time", "0.05", "--max-time", "0.3", "--no-history", "--quiet",
+                    "--output-json", str(out), "--output-md", str(tmp_path / "run.md")], cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    record = json.loads(out.read_text())
+    validate_report(record)  # the schema knows the suspect status
+    statuses = {c["backend"]: c["status"] for c in record["benchmarks"]}
+    assert statuses == {"cheat-none": "ok", "cheat-perf-counter": "suspect", "cheat-warmup-replay": "incorrect"}
+    summary = (tmp_path / "run.md").read_text()
+    assert "suspect" in summary and "time.perf_counter was replaced" in summary
