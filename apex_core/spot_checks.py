@@ -132,8 +132,9 @@ class SpotChecks:
         return True
 
     def keep(self, outputs: Any) -> Any:
-        """The spot call's outputs, copied on the current stream before a later call can overwrite them.
-        Never raises: it runs while the timing stream is held (the finding is raised by ``after``)."""
+        """The spot call's outputs, copied on the current stream before a later call can overwrite them
+        (a mapping of another type read between two events). A finding waits for ``after``: the
+        batch of samples it runs in is still being queued."""
         if isinstance(outputs, Mapping) and type(outputs) not in _PLAIN_MAPPINGS:
             begin, end = CudaEvent(enable_timing=True), CudaEvent(enable_timing=True)
             begin.record()
