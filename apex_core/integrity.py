@@ -202,7 +202,10 @@ def timing_findings(call: Callable[[], Any], device: str, timing: Timing, window
     could not run ("" when it ran or was not needed). ``spot``: the cell's SpotChecks, or None."""
     if not checks_on():
         return [], ""
-    found = [window_problem(timing, window_ns), spot.caching_problem(timing.samples_ms) if spot else ""]
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    found = [window_problem(timing, window_ns)]
+    if spot is not None:
+        found += [spot.caching_problem(timing.samples_ms, call, sync), spot.lazy_problem(call, sync)]
     profiler_error = ""
     if device.startswith("cuda"):
         try:

@@ -41,7 +41,7 @@ def run_cheat(name: str, isolation: str = "process"):
 
 CAUGHT = [
     ("cheat-content-cache", Status.SUSPECT, "freshly written inputs"),
-    ("cheat-warmup-replay", Status.INCORRECT, "wrong result in timed call 0"),
+    ("cheat-warmup-replay", Status.INCORRECT, "wrong result in the timed call on fresh input set 1 of 3"),
     ("cheat-lazy-output", Status.SUSPECT, "LazyTensor"),
     ("cheat-lazy-mapping", Status.SUSPECT, "outputs are computed when they are read"),
     ("cheat-perf-counter", Status.SUSPECT, "time.perf_counter was replaced (by module apex_testplugin.cheats)"),
@@ -125,11 +125,23 @@ def test_plain_outputs_rejects_tensor_subclasses_and_overrides():
         plain_outputs({"y": shadow})
 
 
-def test_caching_evidence_needs_every_fresh_call_slow():
-    spot = SpotChecks([], [], lambda o, r: None, frozenset())
+def test_caching_evidence_needs_every_fresh_call_slow_and_a_confirmation():
+    inputs = {"x": torch.zeros(2)}
+    seen = {}
+
+    def cached():  # slow on values it has not seen, instant on a repeat
+        key = tuple(inputs["x"].tolist())
+        if key not in seen:
+            time.sleep(0.002)
+            seen[key] = True
+
+    spot = SpotChecks([], [inputs], lambda o, r: None, frozenset())
     spot.fresh = [0, 5]
-    assert "answered without the work" in spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 2.0, 0.01))
-    assert spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01)) == ""
+    spot.more_inputs = lambda number: {"x": torch.full((2,), 100.0 + number)}
+    samples = (2.0, 0.01, 0.01, 0.01, 0.01, 2.0, 0.01)
+    assert "answered without the work" in spot.caching_problem(samples, cached)
+    assert spot.caching_problem(samples, lambda: time.sleep(0.002)) == ""  # honest: slow start only
+    assert spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01), cached) == ""
 
 
 def test_checks_can_be_switched_off_for_the_cost_measurement(monkeypatch):

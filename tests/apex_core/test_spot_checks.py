@@ -36,7 +36,7 @@ def test_cpu_honest_calls_pass_and_their_samples_are_marked_fresh():
 def test_cpu_stale_outputs_inside_the_loop_are_wrong():
     inputs = {"x": torch.zeros(4)}
     first = double(inputs)
-    with pytest.raises(SpotWrong, match="wrong result in timed call 0"):
+    with pytest.raises(SpotWrong, match="wrong result in the timed call on fresh input set 1 of 3"):
         measure_cpu(lambda: first, CPU_OPTIONS, spot=spot_checks([inputs]))
 
 
@@ -48,7 +48,7 @@ def test_cpu_inputs_changed_while_timed_are_caught_at_the_next_refresh():
         inputs["x"][0] = out["y"][0]  # after computing: the answer is right, the input is not kept
         return out
 
-    with pytest.raises(SpotWrong, match="changed its input 'x'.*found before timed call 10"):
+    with pytest.raises(SpotWrong, match="changed its input 'x'.*before fresh input set 2 of 3"):
         measure_cpu(mutating, CPU_OPTIONS, spot=spot_checks([inputs]))
 
 
@@ -72,5 +72,5 @@ def test_cuda_timer_stale_outputs_are_wrong():
     clock = FakeClock()
     inputs = {"x": torch.zeros(4)}
     stale = double(inputs)
-    with pytest.raises(SpotWrong, match="wrong result in timed call 0"):
+    with pytest.raises(SpotWrong, match="wrong result in the timed call on fresh input set 1 of 3"):
         make_timer(clock, None, OPTIONS).measure(_advancing(clock, inputs, stale), spot=spot_checks([inputs]))
