@@ -352,7 +352,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     release_cached_blocks(spec.device)  # where the cells before it left memory must not matter
     before = process_state.capture()
     # what changed the harness's functions between cells (a plugin's import) is put back first
-    leftover = {"harness_restored_before_cell": [c.describe() for c in integrity.guard().restore()]}
+    restored = {"harness_restored_before_cell": [c.describe() for c in integrity.guard().restore()]}
     record["findings"] = [f for f in [clocks.replaced_before_import()] if f and integrity.checks_on()]
     try:
         case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
@@ -365,8 +365,8 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
     finally:
         # what the backend changed in the process must not reach the next cell
         leaks = process_state.describe(*process_state.restore(before))
-        record["metadata"] = {**record.get("metadata", {}), **leaks,
-                              **{k: v for k, v in leftover.items() if v}}
+        restored["harness_restored_after_cell"] = [c.describe() for c in integrity.guard().restore()]
+        record["metadata"] = {**record.get("metadata", {}), **leaks, **{k: v for k, v in restored.items() if v}}
     if status != Status.OK:
         # Numbers from a cell that went wrong are not reported as speeds.
         record.pop("timing", None)

@@ -171,8 +171,15 @@ class CudaTimer:
                       and self.options.timer != "kernel")
         floor_call = self._floor_call(graph) if interleave else None
         self.spot = spot
-        timing, why_unheld, floor_samples = self._measure_raw(call, self.options, self.unheld_reason,
-                                                              floor_call)
+        try:
+            timing, why_unheld, floor_samples = self._measure_raw(call, self.options, self.unheld_reason,
+                                                                  floor_call)
+        except RuntimeError:
+            # the kernel timer refuses a call that did no device work: if it handed back stale
+            # outputs, that is the finding to report
+            if spot is not None and self.options.timer == "kernel":
+                self._final_check(calls, spot)
+            raise
         if spot is not None:
             self._final_check(calls, spot)
         self.spot = None
@@ -281,7 +288,7 @@ class CudaTimer:
                     floor_batch[-1][1].synchronize()
                     floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
                 if checked:
-                    spot.after(len(samples), self.kept)
+                    spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
                 for begin, end in batch:
                     samples.append(self.elapsed(begin, end))
                     stop = rule.reason(samples, perf_counter() - start)
@@ -311,13 +318,13 @@ class CudaTimer:
             outputs = call()
             host_ms.append((perf_counter_ns() - t0) / 1e6)
             end.record(self.stream)
-            if spot is not None and index == 0:
-                self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
             if watchdog is not None and number is not None:
                 watchdog.disarm()
                 self.hold.release(number)
                 if watchdog.tripped:
                     return events[: index + 1]
+            if spot is not None and index == 0:
+                self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
         return events
 
 

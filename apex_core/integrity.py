@@ -6,9 +6,10 @@
   names what was replaced and by which module, and puts the originals back.
 - ``window_problem``: the samples cannot sum to more than the wall time of the window
   they were taken in, read from a second clock.
-- ``unseen_work_problem`` (CUDA): device work per call on every stream, from a short
-  profiler session, against the event timer's p50; work on a stream the timing stream
-  does not wait for is seen by the profiler and not by the events.
+- ``unseen_work_problem`` (CUDA): a few calls timed until the device is idle (every stream)
+  against the event timer's p50 and the host's launch time; only when they take longer, a
+  short profiler session sums the device work per call on every stream: work on a stream
+  the timing stream does not wait for is seen by the profiler and not by the events.
 
 A suspect finding raises ``Suspect``; the cell becomes ``suspect`` with the reason.
 ``APEX_BENCH_INTEGRITY=off`` turns the checks off: it exists only to measure what they
@@ -40,6 +41,8 @@ OFF_VARIABLE = "APEX_BENCH_INTEGRITY"
 UNSEEN_WORK_FACTOR = 1.5
 UNSEEN_WORK_MARGIN_MS = 0.02
 UNSEEN_WORK_CALLS = 3
+# the trigger: calls to device idle slower per call than the events and the host account for
+UNSEEN_WALL_MARGIN_MS = 0.05
 # samples may sum past their window's wall time only by clock granularity
 WINDOW_SLACK_MS = 1.0
 # watched as well where imported (they import this module, so it cannot import them)
@@ -165,12 +168,28 @@ def window_problem(timing: Timing, window_ns: int) -> str:
             f"{window_ms:.4g} ms of wall time (time.monotonic): the clock the timer read is not true time")
 
 
-def unseen_work_problem(call: Callable[[], Any], timing: Timing) -> str:
-    """CUDA: why the events missed the call's device work ("" when they did not), from a short
-    profiler session of ``UNSEEN_WORK_CALLS`` calls on the current stream."""
-    if timing.method.startswith("kernel_profiler") or kernel_timer.profiler_unavailable_reason():
-        return ""  # the kernel timer is the profiler: it saw every stream already
+def _device_outlasts_events(call: Callable[[], Any], timing: Timing) -> bool:
+    """True when a few calls back to back keep the device (every stream: ``torch.cuda.synchronize``)
+    busy longer per call than the events, or the host's launch, account for: the cheap trigger
+    of the profiler's look (an honest call never does; a jittery host only costs a look)."""
     torch.cuda.synchronize()
+    start = clocks.perf_counter_ns()
+    for _ in range(UNSEEN_WORK_CALLS):
+        call()
+    torch.cuda.synchronize()
+    per_call_ms = (clocks.perf_counter_ns() - start) / 1e6 / UNSEEN_WORK_CALLS
+    accounted = max(timing.host_ms or 0.0, timing.stats.p50 + (timing.floor_ms or 0.0))
+    return per_call_ms > UNSEEN_WORK_FACTOR * accounted + UNSEEN_WALL_MARGIN_MS
+
+
+def unseen_work_problem(call: Callable[[], Any], timing: Timing) -> str:
+    """CUDA: why the events missed the call's device work ("" when they did not). A few calls
+    timed to device idle trigger it; a short profiler session of ``UNSEEN_WORK_CALLS`` calls
+    then sums each call's device work on every stream."""
+    if timing.method.startswith("kernel_profiler"):
+        return ""  # the kernel timer is the profiler: it saw every stream already
+    if not _device_outlasts_events(call, timing) or kernel_timer.profiler_unavailable_reason():
+        return ""
     activities = kernel_timer.KernelTimer(timing_options_for_spot())._session(call, UNSEEN_WORK_CALLS, 0)
     if not activities:
         return ""
@@ -209,7 +228,10 @@ def timing_findings(call: Callable[[], Any], device: str, timing: Timing, window
     could not run ("" when it ran or was not needed). ``spot``: the cell's SpotChecks, or None."""
     if not checks_on():
         return [], ""
-    found = [window_problem(timing, window_ns), spot.caching_problem(timing.samples_ms) if spot else ""]
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    found = [window_problem(timing, window_ns)]
+    if spot is not None:
+        found += [spot.caching_problem(timing.samples_ms, call, sync), spot.lazy_problem(call, sync)]
     profiler_error = ""
     if device.startswith("cuda"):
         try:

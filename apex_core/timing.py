@@ -191,7 +191,7 @@ def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cp
         outputs = fn()
         samples.append((perf_counter_ns() - t0) / 1e6)
         if spot is not None:
-            spot.after(len(samples) - 1, outputs)
+            spot.after(len(samples) - 1, outputs, samples[-1])
         stop = rule.reason(samples, perf_counter() - start)
         if stop:
             if spot is not None:

@@ -81,13 +81,16 @@ def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
 def correctness(cell: CellResult) -> str:
     """What the checks say about a cell's outputs (docs/workloads.md).
 
-    ``passed``: an ``ok`` cell passed its checks before and after timing; ``unchecked``: an
-    ``ok`` cell of a workload with no reference (timed, never checked; ``unchecked_reason``
-    says why); ``failed``: ``incorrect``; ``not_reached``: the cell stopped before its checks
-    finished (skipped, error, timeout, crashed).
+    ``passed``: an ``ok`` cell passed its checks before and after timing (a ``suspect`` one
+    passed every check it reached: its answers were right, its timing was not to be trusted);
+    ``unchecked``: an ``ok`` cell of a workload with no reference (timed, never checked;
+    ``unchecked_reason`` says why); ``failed``: ``incorrect``; ``not_reached``: the cell
+    stopped before its checks finished (skipped, error, timeout, crashed).
     """
     if cell.status == Status.OK:
         return "unchecked" if cell.unchecked else "passed"
+    if cell.status == Status.SUSPECT and cell.accuracy and all(a.passed for a in cell.accuracy):
+        return "passed"
     return "failed" if cell.status == Status.INCORRECT else "not_reached"
 
 

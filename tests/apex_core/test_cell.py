@@ -56,7 +56,7 @@ def test_wrong_after_warmup_is_caught_inside_the_timing_loop():
     result = execute_cell(Axpy(), Flaky(), spec("flaky"))
     assert result.status == Status.INCORRECT
     # the first timed call is spot-checked on fresh inputs, before the check after timing
-    assert "wrong result in timed call 0" in result.reason
+    assert "wrong result in the timed call on fresh input set 1 of 3" in result.reason
     assert result.timing is None  # a wrong answer is never reported as a speed
 
 

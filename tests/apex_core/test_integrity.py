@@ -7,6 +7,7 @@ must be ``incorrect`` or ``suspect`` with a reason that names what was caught.
 
 from __future__ import annotations
 
+import json
 import time
 import types
 
@@ -16,10 +17,12 @@ import torch
 import apex_core
 from apex_core import integrity
 from apex_core.registry import Registry
+from apex_core.report.writer import validate_report
 from apex_core.results import FAILING_STATUSES, Status, Timing
 from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
 from apex_core.stats import summarize
 from apex_core.timing import TimingOptions
+from tests.conftest import run_cli
 
 # short timing: enough samples for the spot checks, a few seconds per cell
 TIMING = TimingOptions(warmup=10, min_iters=20, min_time_s=0.1, max_time_s=0.5)
@@ -39,8 +42,9 @@ def run_cheat(name: str, isolation: str = "process"):
 
 CAUGHT = [
     ("cheat-content-cache", Status.SUSPECT, "freshly written inputs"),
-    ("cheat-warmup-replay", Status.INCORRECT, "wrong result in timed call 0"),
+    ("cheat-warmup-replay", Status.INCORRECT, "wrong result in the timed call on fresh input set 1 of 3"),
     ("cheat-lazy-output", Status.SUSPECT, "LazyTensor"),
+    ("cheat-lazy-mapping", Status.SUSPECT, "outputs are computed when they are read"),
     ("cheat-perf-counter", Status.SUSPECT, "time.perf_counter was replaced (by module apex_testplugin.cheats)"),
     ("cheat-event-timer", Status.SUSPECT, "torch.cuda.streams.Event.elapsed_time was replaced"),
     ("cheat-profiler", Status.SUSPECT, "export_chrome_trace was replaced"),
@@ -112,21 +116,33 @@ def test_spot_plan_always_checks_the_first_sample_and_respects_batches():
         assert 0 in spots and all(s % 10 == 0 for s in spots)
 
 
-def test_plain_outputs_rejects_subclasses():
+def test_plain_outputs_rejects_tensor_subclasses_and_overrides():
     plain_outputs({"y": torch.zeros(2)})
-    with pytest.raises(integrity.Suspect, match="dict subclass"):
-        plain_outputs(type("Lazy", (dict,), {})(y=torch.zeros(2)))
+    with pytest.raises(integrity.Suspect, match="torch.Tensor subclass"):
+        plain_outputs({"y": torch.zeros(2).as_subclass(type("Lazy", (torch.Tensor,), {}))})
     shadow = torch.zeros(2)
     shadow.clone = lambda: shadow
     with pytest.raises(integrity.Suspect, match="overrides tensor methods"):
         plain_outputs({"y": shadow})
 
 
-def test_caching_evidence_needs_every_fresh_call_slow():
-    spot = SpotChecks([], [], lambda o, r: None, frozenset())
+def test_caching_evidence_needs_every_fresh_call_slow_and_a_confirmation():
+    inputs = {"x": torch.zeros(2)}
+    seen = {}
+
+    def cached():  # slow on values it has not seen, instant on a repeat
+        key = tuple(inputs["x"].tolist())
+        if key not in seen:
+            time.sleep(0.002)
+            seen[key] = True
+
+    spot = SpotChecks([], [inputs], lambda o, r: None, frozenset())
     spot.fresh = [0, 5]
-    assert "answered without the work" in spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 2.0, 0.01))
-    assert spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01)) == ""
+    spot.more_inputs = lambda number: {"x": torch.full((2,), 100.0 + number)}
+    samples = (2.0, 0.01, 0.01, 0.01, 0.01, 2.0, 0.01)
+    assert "answered without the work" in spot.caching_problem(samples, cached)
+    assert spot.caching_problem(samples, lambda: time.sleep(0.002)) == ""  # honest: slow start only
+    assert spot.caching_problem((2.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01), cached) == ""
 
 
 def test_checks_can_be_switched_off_for_the_cost_measurement(monkeypatch):
@@ -141,3 +157,33 @@ def test_a_function_added_after_the_guard_is_left_alone():
     module.added_later = lambda: 1
     assert guard.changes() == [] and guard.restore() == []
     assert module.added_later() == 1
+
+
+def test_honest_builtins_are_never_suspect(tmp_path):
+    """Every built-in backend at the smoke profile on the CPU: ok (or skipped), no suspect cell."""
+    out = tmp_path / "run.json"
+    done = run_cli(["--device", "cpu", "--profile", "smoke", "--backends",
+                    "torch-reference,torch-compile,triton,jax,onnxruntime", "--min-time", "0.05",
+                    "--max-time", "0.3", "--no-history", "--quiet", "--output-json", str(out),
+                    "--output-md", str(tmp_path / "run.md")], cwd=tmp_path)
+    cells = json.loads(out.read_text())["benchmarks"]
+    bad = [(c["backend"], c["workload"], c["status"], c["reason"]) for c in cells
+           if c["status"] not in ("ok", "skipped")]
+    assert bad == [] and done.returncode == 0, (bad, done.stderr[-2000:])
+    ran = {c["backend"] for c in cells if c["status"] == "ok"}
+    assert ran >= {"torch-reference", "torch-compile", "triton"}
+
+
+def test_a_run_with_cheats_fails_and_its_reports_name_them(plugin_on_path, tmp_path):
+    out = tmp_path / "run.json"
+    done = run_cli(["--device", "cpu", "--workloads", "test-scale",
+                    "--backends", "cheat-none,cheat-perf-counter,cheat-warmup-replay",
+                    "--min-time", "0.05", "--max-time", "0.3", "--no-history", "--quiet",
+                    "--output-json", str(out), "--output-md", str(tmp_path / "run.md")], cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    record = json.loads(out.read_text())
+    validate_report(record)  # the schema knows the suspect status
+    statuses = {c["backend"]: c["status"] for c in record["benchmarks"]}
+    assert statuses == {"cheat-none": "ok", "cheat-perf-counter": "suspect", "cheat-warmup-replay": "incorrect"}
+    summary = (tmp_path / "run.md").read_text()
+    assert "suspect" in summary and "time.perf_counter was replaced" in summary
