@@ -215,9 +215,7 @@ class CudaTimer:
                 from apex_core.kernel_timer import KernelTimer
 
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
-                if self.spot is not None:  # the profiler's sessions are not split: fresh inputs once
-                    self.spot.before(0, _slot(call))
-                return KernelTimer(options, flush).measure(call), "", []
+                return KernelTimer(options, flush).measure(call, self.spot, lambda: _slot(call)), "", []
             warm_host_s = warm_up(call, options)
             if floor_call is not None:
                 for _ in range(FLOOR_WARMUP):

@@ -136,6 +136,11 @@ class KernelTimer:
         self.options = options
         self.flush = flush
         self.clock = clock
+        # apex_core.spot_checks.SpotChecks of the measurement in progress, the input placement the
+        # next call runs on, and the spot-checked calls' outputs by call number, kept for the check
+        self.spot: Any = None
+        self.slot: Callable[[], int] = lambda: 0
+        self.kept: dict[int, Any] = {}
 
     def _synchronize(self) -> None:
         import torch
@@ -148,10 +153,15 @@ class KernelTimer:
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for i in range(first, first + calls):
+                # a spot check writes fresh inputs before the call and copies its outputs after it,
+                # outside the call's range: the profiler does not count that work as the call's
+                checked = self.spot is not None and self.spot.before(i, self.slot())
                 if self.flush is not None:
                     self.flush()
                 with record_function(f"{CALL_PREFIX}{i}"):
-                    call()
+                    outputs = call()
+                if checked:
+                    self.kept[i] = self.spot.keep(outputs)
             torch.cuda.synchronize()
         handle, path = tempfile.mkstemp(suffix=".json", prefix="apex-trace-")
         os.close(handle)
@@ -163,10 +173,13 @@ class KernelTimer:
             os.unlink(path)
         return call_activities(events)
 
-    def measure(self, call: Callable[[], Any]) -> Timing:
+    def measure(self, call: Callable[[], Any], spot: Any = None, slot: Callable[[], int] = lambda: 0) -> Timing:
+        """Sample ``call``; ``spot`` checks the outputs of a few of its profiled calls on fresh inputs
+        (``slot`` says which input placement the next call runs on)."""
         warm_up(call, self.options)
         self._synchronize()
         self._session(call, 1, 0)  # the primer: the profiler's start-up, outside the time budget
+        self.spot, self.slot, self.kept = spot, slot, {}
         rule = StopRule(self.options)
         activities: list[CallActivity] = []
         samples: list[float] = []
@@ -178,6 +191,8 @@ class KernelTimer:
             for activity in found:
                 activities.append(activity)
                 samples.append(activity.busy_ms)
+                if activity.index in self.kept:
+                    spot.after(activity.index, self.kept.pop(activity.index), activity.busy_ms)
                 stop = rule.reason(samples, self.clock() - start)
                 if stop:
                     check_idle_calls(activities)
