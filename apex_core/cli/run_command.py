@@ -16,7 +16,7 @@ from apex_core.cli.listing import list_plugins
 from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
-from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
+from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
@@ -226,7 +226,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         if gate is not None:
             precheck_environment(gate, env, plan.config())
         _configure_logging(log_path)
-        handle_sigterm()
+        handle_stop_signals()
         with Progress(quiet=args.quiet) as progress:
             writer = (ReportWriter(json_path, md_path, html_path) if model is None else
                       ReportWriter(json_path, md_path, html_path, record=sweep_record, markdown=sweep_markdown))
