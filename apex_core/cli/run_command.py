@@ -11,7 +11,7 @@ import attrs
 
 from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
-from apex_core.cli.history_args import record_run
+from apex_core.cli.history_args import check_history_target, record_run
 from apex_core.cli.listing import list_plugins
 from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
@@ -216,6 +216,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     """Run ``plan``, writing the reports after every cell; then the summary, --strict, history and gate."""
     json_path, md_path, log_path = output_paths(args)
     html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
+    check_history_target(args)
     gate = gate_from_run_args(args, json_path)
     scale = resolve_scale(args, device)
     if scale.build_workers:  # the report's config says how many builders ran
