@@ -104,19 +104,91 @@ def compare_outputs(
     tol: Tolerance,
     stage: str,
 ) -> Accuracy:
-    """Compare every reference output; a missing output or any non-finite mismatch fails."""
+    """Compare every reference output; a missing output, any non-finite mismatch or a degenerate
+    output (``degenerate_output``: no answer at all, whatever the tolerance) fails."""
     missing = sorted(set(reference) - set(outputs))
     if missing:
         return Accuracy(False, tol.atol, tol.rtol, tol.max_mismatch_ratio, (), stage,
                         f"missing outputs: {', '.join(missing)}")
     results = tuple(compare_tensor(k, outputs[k], reference[k], tol) for k in reference)
+    problems = {k: degenerate_output(k, outputs[k], reference[k], tol) for k in reference}
     failures = [
         o for o in results
-        if o.nonfinite_mismatches > 0 or o.mismatch_ratio > tol.max_mismatch_ratio
+        if o.nonfinite_mismatches > 0 or o.mismatch_ratio > tol.max_mismatch_ratio or problems[o.name]
     ]
+    for o in failures:
+        problems[o.name] = problems[o.name] or precision_hint(outputs[o.name])
     message = "; ".join(
         f"{o.name}: {o.mismatches}/{o.elements} elements off (max abs err {o.max_abs_error:.3g}"
         f", rmse {o.rmse:.3g}, {o.nonfinite_mismatches} non-finite)"
+        + (f": {problems[o.name]}" if problems[o.name] else "")
         for o in failures
     )
     return Accuracy(not failures, tol.atol, tol.rtol, tol.max_mismatch_ratio, results, stage, message)
+
+
+def precision_hint(out: torch.Tensor) -> str:
+    """For a float32 output that failed: whether every value is exactly a float16 (or bfloat16)
+    number, the mark of a cell computed in half precision and cast back ("" when not).
+
+    Only words for a failure already found (an honest output of small integers would be
+    exact too): the tolerance, not this, decides the status.
+    """
+    if out.dtype != torch.float32:
+        return ""
+    values = out.detach()[torch.isfinite(out.detach())]
+    if values.numel() < 2:
+        return ""
+    for half in (torch.bfloat16, torch.float16):  # a bfloat16 value is a float16 one too, mostly
+        if torch.equal(values.to(half).to(torch.float32), values):
+            name = str(half).removeprefix("torch.")
+            return (f"every value is exactly a {name} number: the float32 cell looks computed in "
+                    f"{name} and cast back (a precision downgrade)")
+    return ""
+
+
+# A reference varies when its values spread over more than this many units in the last place
+# of the output's dtype (at its largest value): below that an honest output may round to one value.
+_CONSTANT_SPREAD_ULPS = 16
+
+
+def degenerate_output(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str:
+    """Why ``out`` is no answer to ``ref`` however loose ``tol`` is ("" when it may be one).
+
+    A workload may widen atol and rtol until all zeros, a constant or noise pass the
+    element-wise bound, so these checks hold whatever the bound: NaN/Inf where the reference
+    is finite; all zeros where the reference is not; one constant where the reference varies
+    beyond rounding to the output's dtype; and, over the elements the tolerance accepts
+    (the mismatches it allows are judged by the ratio), an error as large as the reference
+    itself (``||out - ref|| >= ||ref||``: no closer to it than all zeros are). Honest output
+    never trips them; a reference too small for the output's dtype (below its smallest
+    normal number, where rounding to zero is honest) is left to the tolerance.
+    """
+    if not (ref.is_floating_point() and out.is_floating_point()) or tuple(out.shape) != tuple(ref.shape):
+        return ""
+    o = out.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    finite = torch.isfinite(r)
+    lost = int((finite & ~torch.isfinite(o)).sum())
+    if lost:
+        return (f"{lost} NaN/Inf value(s) where the reference is finite (an overflow, a division "
+                f"by zero, or an output never written)")
+    o, r = o[finite], r[finite]
+    info = torch.finfo(out.dtype)
+    scale = float(r.abs().max()) if r.numel() else 0.0
+    if scale <= info.tiny:
+        return ""
+    if not bool(o.any()):
+        return "all zeros where the reference is not (an output left unwritten, or work skipped)"
+    if o.numel() > 1 and float(r.max() - r.min()) > _CONSTANT_SPREAD_ULPS * info.eps * scale \
+            and bool((o == o[0]).all()):
+        return (f"one constant value {float(o[0]):.6g} where the reference varies from {float(r.min()):.6g} "
+                f"to {float(r.max()):.6g} (a placeholder, not a computed answer)")
+    accepted = (o - r).abs() <= tol.atol + tol.rtol * r.abs()
+    error_norm = float(torch.linalg.vector_norm((o - r)[accepted]))
+    ref_norm = float(torch.linalg.vector_norm(r[accepted]))
+    if ref_norm > 0.0 and error_norm >= ref_norm:
+        return (f"no closer to the reference than all zeros are (error norm {error_norm:.3g} >= reference "
+                f"norm {ref_norm:.3g} over the elements within tolerance): the values are wrong, not "
+                f"merely imprecise, and only the loose tolerance let them pass")
+    return ""
