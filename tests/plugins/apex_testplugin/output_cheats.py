@@ -93,6 +93,7 @@ class LooseCheckWorkload(Workload):
     name = "test-loose-check"
     description = "y = 2x + 1 with a very loose tolerance (atol 100): output cheats pass the bound"
     params_type = LooseParams
+    profiles = {"smoke": {"elements": 4096}}
 
     def make_inputs(self, case, device, dtype, seed):
         gen = torch.Generator().manual_seed(seed)
