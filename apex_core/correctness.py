@@ -111,7 +111,7 @@ def compare_outputs(
         return Accuracy(False, tol.atol, tol.rtol, tol.max_mismatch_ratio, (), stage,
                         f"missing outputs: {', '.join(missing)}")
     results = tuple(compare_tensor(k, outputs[k], reference[k], tol) for k in reference)
-    problems = {k: degenerate_output(k, outputs[k], reference[k], tol) for k in reference}
+    problems = {o.name: degenerate_output(outputs[o.name], reference[o.name], tol, o) for o in results}
     failures = [
         o for o in results
         if o.nonfinite_mismatches > 0 or o.mismatch_ratio > tol.max_mismatch_ratio or problems[o.name]
@@ -152,43 +152,58 @@ def precision_hint(out: torch.Tensor) -> str:
 _CONSTANT_SPREAD_ULPS = 16
 
 
-def degenerate_output(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> str:
+def degenerate_output(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, accuracy: OutputAccuracy) -> str:
     """Why ``out`` is no answer to ``ref`` however loose ``tol`` is ("" when it may be one).
 
     A workload may widen atol and rtol until all zeros, a constant or noise pass the
     element-wise bound, so these checks hold whatever the bound: NaN/Inf where the reference
-    is finite; all zeros where the reference is not; one constant where the reference varies
-    beyond rounding to the output's dtype; and, over the elements the tolerance accepts
-    (the mismatches it allows are judged by the ratio), an error as large as the reference
-    itself (``||out - ref|| >= ||ref||``: no closer to it than all zeros are). Honest output
-    never trips them; a reference too small for the output's dtype (below its smallest
-    normal number, where rounding to zero is honest) is left to the tolerance.
+    is finite; all zeros, or one constant, where the reference varies beyond rounding to the
+    output's dtype; and, over the elements the tolerance accepts (the mismatches it allows
+    are judged by the ratio), an error as large as the reference itself (``||out - ref|| >=
+    ||ref||``: no closer to it than all zeros are). Honest output never trips them; a
+    reference too small for the output's dtype (its root mean square below the smallest
+    normal number, where rounding to zero is honest) is left to the tolerance. ``accuracy``
+    (``compare_tensor``'s) spares the passes it already answers: a few passes over the output
+    on its own device, against the dozen of the element-wise comparison.
     """
     if not (ref.is_floating_point() and out.is_floating_point()) or tuple(out.shape) != tuple(ref.shape):
         return ""
-    o = out.detach().to("cpu", torch.float64)
-    r = ref.detach().to("cpu", torch.float64)
+    o, r = out.detach(), ref.detach().to(out.device)
+    if accuracy.nonfinite_mismatches:
+        lost = int((torch.isfinite(r) & ~torch.isfinite(o)).sum())
+        if lost:
+            return (f"{lost} NaN/Inf value(s) where the reference is finite (an overflow, a division "
+                    f"by zero, or an output never written)")
     finite = torch.isfinite(r)
-    lost = int((finite & ~torch.isfinite(o)).sum())
-    if lost:
-        return (f"{lost} NaN/Inf value(s) where the reference is finite (an overflow, a division "
-                f"by zero, or an output never written)")
-    o, r = o[finite], r[finite]
+    if not bool(finite.all()):
+        o, r = o[finite], r[finite]
     info = torch.finfo(out.dtype)
-    scale = float(r.abs().max()) if r.numel() else 0.0
-    if scale <= info.tiny:
+    ref_norm = float(torch.linalg.vector_norm(r, dtype=torch.float64)) if r.numel() else 0.0
+    if ref_norm <= info.tiny * math.sqrt(max(r.numel(), 1)):
         return ""
-    if not bool(o.any()):
-        return "all zeros where the reference is not (an output left unwritten, or work skipped)"
-    if o.numel() > 1 and float(r.max() - r.min()) > _CONSTANT_SPREAD_ULPS * info.eps * scale \
-            and bool((o == o[0]).all()):
-        return (f"one constant value {float(o[0]):.6g} where the reference varies from {float(r.min()):.6g} "
-                f"to {float(r.max()):.6g} (a placeholder, not a computed answer)")
-    accepted = (o - r).abs() <= tol.atol + tol.rtol * r.abs()
-    error_norm = float(torch.linalg.vector_norm((o - r)[accepted]))
-    ref_norm = float(torch.linalg.vector_norm(r[accepted]))
+    low, high = (float(v) for v in torch.aminmax(o))
+    problem = _constant_problem(low, r, info) if low == high else ""
+    if problem:
+        return problem
+    error = o.to(torch.float64) - r
+    if accuracy.mismatches:  # the allowed mismatches are the ratio's to judge
+        accepted = error.abs() <= tol.atol + tol.rtol * r.abs()
+        error, ref_norm = error[accepted], float(torch.linalg.vector_norm(r[accepted], dtype=torch.float64))
+    error_norm = float(torch.linalg.vector_norm(error))
     if ref_norm > 0.0 and error_norm >= ref_norm:
         return (f"no closer to the reference than all zeros are (error norm {error_norm:.3g} >= reference "
                 f"norm {ref_norm:.3g} over the elements within tolerance): the values are wrong, not "
                 f"merely imprecise, and only the loose tolerance let them pass")
     return ""
+
+
+def _constant_problem(value: float, r: torch.Tensor, info: torch.finfo) -> str:
+    """An output of one value everywhere, for a reference that is not all zeros: a problem when
+    it is zero, or when the (finite) reference is not one value beyond rounding."""
+    if value == 0.0:
+        return "all zeros where the reference is not (an output left unwritten, or work skipped)"
+    r_low, r_high = (float(v) for v in torch.aminmax(r))
+    if r.numel() < 2 or r_high - r_low <= _CONSTANT_SPREAD_ULPS * info.eps * max(abs(r_low), abs(r_high)):
+        return ""
+    return (f"one constant value {value:.6g} where the reference varies from {r_low:.6g} to {r_high:.6g} "
+            f"(a placeholder, not a computed answer)")

@@ -129,3 +129,11 @@ def test_a_float32_cell_computed_in_half_precision_fails_with_its_name(half, nam
     honest_miss = ref.to(torch.float32) + 1e-3  # wrong, but not by rounding to half
     miss = compare_outputs({"y": honest_miss}, {"y": ref}, Tolerance(*DEFAULT_TOLERANCES["fp32"]), "s")
     assert not miss.passed and "precision downgrade" not in miss.message
+
+
+def test_zeros_for_a_constant_reference_fail_and_the_constant_itself_passes():
+    ref = torch.full((32,), 2.5)
+    assert "all zeros" in compare_outputs({"y": torch.zeros(32)}, {"y": ref}, LOOSE, "s").message
+    assert compare_outputs({"y": ref.clone()}, {"y": ref}, LOOSE, "s").passed
+    off = compare_outputs({"y": torch.full((32,), -2.5)}, {"y": ref}, LOOSE, "s")
+    assert not off.passed and "no closer to the reference than all zeros" in off.message
