@@ -117,7 +117,7 @@ def compare_outputs(
         if o.nonfinite_mismatches > 0 or o.mismatch_ratio > tol.max_mismatch_ratio or problems[o.name]
     ]
     for o in failures:
-        problems[o.name] = problems[o.name] or precision_hint(outputs[o.name])
+        problems[o.name] = problems[o.name] or precision_hint(outputs[o.name], reference[o.name])
     message = "; ".join(
         f"{o.name}: {o.mismatches}/{o.elements} elements off (max abs err {o.max_abs_error:.3g}"
         f", rmse {o.rmse:.3g}, {o.nonfinite_mismatches} non-finite)"
@@ -127,24 +127,30 @@ def compare_outputs(
     return Accuracy(not failures, tol.atol, tol.rtol, tol.max_mismatch_ratio, results, stage, message)
 
 
-def precision_hint(out: torch.Tensor) -> str:
+def precision_hint(out: torch.Tensor, ref: torch.Tensor) -> str:
     """For a float32 output that failed: whether every value is exactly a float16 (or bfloat16)
-    number, the mark of a cell computed in half precision and cast back ("" when not).
+    number while the reference's are not, the mark of a cell computed in half precision and
+    cast back ("" when not).
 
-    Only words for a failure already found (an honest output of small integers would be
-    exact too): the tolerance, not this, decides the status.
+    Only words for a failure already found: the tolerance, not this, decides the status.
     """
-    if out.dtype != torch.float32:
+    if out.dtype != torch.float32 or tuple(out.shape) != tuple(ref.shape):
         return ""
-    values = out.detach()[torch.isfinite(out.detach())]
+    keep = torch.isfinite(out.detach())
+    values = out.detach()[keep]
+    expected = ref.detach().to(out.device, torch.float32)[keep]
     if values.numel() < 2:
         return ""
     for half in (torch.bfloat16, torch.float16):  # a bfloat16 value is a float16 one too, mostly
-        if torch.equal(values.to(half).to(torch.float32), values):
+        if _exactly_in(values, half) and not _exactly_in(expected, half):
             name = str(half).removeprefix("torch.")
             return (f"every value is exactly a {name} number: the float32 cell looks computed in "
                     f"{name} and cast back (a precision downgrade)")
     return ""
+
+
+def _exactly_in(values: torch.Tensor, dtype: torch.dtype) -> bool:
+    return torch.equal(values.to(dtype).to(values.dtype), values)
 
 
 # A reference varies when its values spread over more than this many units in the last place

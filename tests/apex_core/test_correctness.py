@@ -137,3 +137,9 @@ def test_zeros_for_a_constant_reference_fail_and_the_constant_itself_passes():
     assert compare_outputs({"y": ref.clone()}, {"y": ref}, LOOSE, "s").passed
     off = compare_outputs({"y": torch.full((32,), -2.5)}, {"y": ref}, LOOSE, "s")
     assert not off.passed and "no closer to the reference than all zeros" in off.message
+
+
+def test_no_precision_words_where_the_reference_itself_is_half_precise():
+    ref = torch.arange(16, dtype=torch.float32)  # small integers: exact in every dtype
+    accuracy = compare_outputs({"y": ref + 1}, {"y": ref}, Tolerance(*DEFAULT_TOLERANCES["fp32"]), "s")
+    assert not accuracy.passed and "precision downgrade" not in accuracy.message
