@@ -4,12 +4,18 @@ A probe is plugin code: it may raise, segfault or hang. In a run with process
 isolation the probe runs in the worker process (``WorkerPool.probe``), under its
 own timeout, so a probe that kills or blocks its process costs only its own
 backend: its cells become ``error`` (crash) or ``timeout`` rows and the worker is
-replaced for the next backend. Inline runs (in-memory registries) probe here.
+replaced for the next backend. Inline runs (in-memory registries, ``--inline``)
+probe here, on a daemon thread under the same timeout: a probe that hangs is a
+``timeout`` row and is left behind (a thread cannot be killed), one that segfaults
+takes the process (inline means no crash isolation).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +24,7 @@ import attrs
 from apex_core.errors import describe_exception
 from apex_core.interfaces import Backend
 from apex_core.results import Availability
+from apex_core.worker_output import where_in_stack
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +70,6 @@ class ProbeResult:
 
 def probe_here(backend: Backend, device: str, options: Mapping[str, Any]) -> ProbeResult:
     """Configure and probe ``backend`` in this process; exceptions become ``error`` results."""
-    import traceback
-
     try:
         backend.configure(options)
     except Exception as exc:
@@ -106,6 +111,27 @@ class Probes:
         return self.cache[key]
 
 
-def inline_prober(backends: Mapping[str, Backend]) -> Prober:
-    """A prober that calls the backends of this process (no crash or hang isolation)."""
-    return lambda request: probe_here(backends[request.backend], request.device, request.options)
+def inline_prober(backends: Mapping[str, Backend], timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> Prober:
+    """A prober that calls the backends of this process, each probe under ``timeout_s`` (no crash isolation)."""
+    return lambda request: probe_with_timeout(backends[request.backend], request, timeout_s)
+
+
+def probe_with_timeout(backend: Backend, request: ProbeRequest, timeout_s: float) -> ProbeResult:
+    """``probe_here`` on a daemon thread; past ``timeout_s``, a ``timeout`` result naming where it hangs.
+
+    The hung thread stays behind, blocked, and ends with the process: a daemon thread does
+    not hold up its exit.
+    """
+    answer: list[ProbeResult] = []
+    thread = threading.Thread(
+        target=lambda: answer.append(probe_here(backend, request.device, request.options)),
+        name=f"probe of {request.backend}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if answer:
+        return answer[0]
+    frame = sys._current_frames().get(thread.ident or 0)
+    stack = traceback.extract_stack(frame) if frame is not None else traceback.StackSummary()
+    text = f"probe() ran past the {timeout_s:g} s probe timeout"
+    where = where_in_stack(stack)
+    return ProbeResult(TIMEOUT, f"{text} in {where}" if where else text, "".join(stack.format()))

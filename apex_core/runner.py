@@ -207,8 +207,8 @@ def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] |
     states = []
     for slot in slots:
         if isolation == "inline":
-            states.append(SlotState(slot, None, Probes(registry.backends, inline_prober(registry.backends),
-                                                       plan.options_for)))
+            prober = inline_prober(registry.backends, probe_timeout_s)
+            states.append(SlotState(slot, None, Probes(registry.backends, prober, plan.options_for)))
             continue
         # a worker pinned to a real GPU checks it before taking work (a fake list has none to check)
         self_test = slot.device is not None and plan.device == "cuda"

@@ -13,6 +13,7 @@ import os
 import re
 import sysconfig
 import tempfile
+import traceback
 
 # How much of the output goes to the log file, and how much into the report's record.
 LOG_TAIL_LINES, LOG_TAIL_BYTES = 40, 4096
@@ -115,5 +116,16 @@ def where(text: str) -> str:
     if not stack:
         return ""
     frame = next((f for f in stack if not _is_stdlib(f["path"])), stack[0])
-    short = "/".join(frame["path"].split(os.sep)[-2:])
-    return f"{frame['func']} ({short}:{frame['line']})"
+    return _named(frame["func"], frame["path"], frame["line"])
+
+
+def where_in_stack(stack: traceback.StackSummary) -> str:
+    """``func (folder/file.py:line)`` of the innermost frame of ``stack`` (outermost first) that is
+    not the standard library's: the plugin code a live thread is stuck in ("" for none)."""
+    frame = next((f for f in reversed(stack) if not _is_stdlib(f.filename)), None)
+    return _named(frame.name, frame.filename, frame.lineno) if frame is not None else ""
+
+
+def _named(func: str, path: str, line: object) -> str:
+    short = "/".join(path.split(os.sep)[-2:])
+    return f"{func} ({short}:{line})"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
@@ -79,26 +79,46 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _read_text(path: Path | str) -> str:
-    """The file's text; refuses what is not a regular file (a FIFO would block, /dev/zero never ends)."""
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputFileError(path, None, "not a regular file")
-        if info.st_size > MAX_JSON_BYTES:
-            raise InputFileError(path, None, f"{info.st_size} bytes: larger than any report or baseline "
-                                             f"({MAX_JSON_BYTES // 2**20} MiB)")
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+def open_regular_file(path: Path | str) -> BinaryIO:
+    """``path`` opened for reading in binary, without blocking on a FIFO; ValueError when it is
+    not a regular file (checked on the open descriptor: the file checked is the file read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
-def read_json(path: Path | str) -> Any:
-    """Parse a JSON file; unreadable, malformed or non-finite numbers raise ``InputFileError``."""
-    text = _read_text(path)
+def read_regular_file(path: Path | str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; ``InputFileError`` for anything else.
+
+    A FIFO would block the read and /dev/zero never ends: the file is opened without blocking
+    and checked on the open descriptor, so the file checked is the file read, and no more than
+    ``max_bytes`` (plus one, to see a file that grew) is ever read.
+    """
     try:
+        with open_regular_file(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(max_bytes + 1) if size <= max_bytes else b""
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError:
+        raise InputFileError(path, None, "not a regular file") from None
+    if size > max_bytes or len(data) > max_bytes:
+        raise InputFileError(path, None, f"{max(size, len(data))} bytes: larger than any report "
+                                         f"or baseline ({max_bytes // 2**20} MiB)")
+    return data
+
+
+def parse_json(data: bytes | str, path: Path | str) -> Any:
+    """Parse JSON text read from ``path``; malformed, non-finite or too deeply nested: ``InputFileError``."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
                           parse_int=_bounded_int)
+    except UnicodeDecodeError as exc:
+        raise InputFileError(path, None, f"cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputFileError(path, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: "
                                          f"{exc.msg}") from None
@@ -106,6 +126,11 @@ def read_json(path: Path | str) -> Any:
         raise InputFileError(path, None, f"malformed JSON: {exc}") from None
     except RecursionError:
         raise InputFileError(path, None, "malformed JSON: nested too deeply") from None
+
+
+def read_json(path: Path | str) -> Any:
+    """Parse a JSON file; unreadable, malformed or non-finite numbers raise ``InputFileError``."""
+    return parse_json(read_regular_file(path), path)
 
 
 def _dotted(parts: Iterable[Any]) -> str:

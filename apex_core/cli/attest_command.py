@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from apex_core.baseline.errors import InputFileError
+from apex_core.baseline.io import open_regular_file, parse_json, read_regular_file
 from apex_core.cli.args import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.report.writer import atomic_write_text, check_writable
@@ -25,6 +28,7 @@ SCHEMA_VERSION = 1
 PASS, FAIL, NOT_APPLICABLE = "PASS", "FAIL", "N/A"
 # cell statuses that make a report FAIL (skipped cells carry a reason and are fine)
 FAILING_CELL_STATUSES = frozenset({"incorrect", "suspect", "error", "crashed", "timeout"})
+_CHUNK_BYTES = 2**20
 
 EXIT_CODES = """\
 an artifact PASSES when it is a complete report with no incorrect, suspect, error, crashed or
@@ -98,20 +102,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read(path: Path, flag: str) -> bytes | None:
-    """The file's bytes, or None when it does not exist; any other failure is a usage error."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
+    """The file's bytes (a regular file of at most ``MAX_JSON_BYTES``), or None when there is none;
+    a FIFO, a device, a folder or a larger file is a usage error, never a blocked or endless read."""
+    if not os.path.lexists(path):
         return None
+    try:
+        return read_regular_file(path)
+    except InputFileError as exc:
+        raise UsageError(f"{flag} {exc}") from None
+
+
+def _digest(path: Path, flag: str) -> tuple[str, int] | None:
+    """An artifact's sha256 and size, hashed as it is read (any size); None when there is none.
+
+    Only a regular file is hashed: a FIFO would block, /dev/zero never ends.
+    """
+    if not os.path.lexists(path):
+        return None
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open_regular_file(path) as handle:
+            while chunk := handle.read(_CHUNK_BYTES):
+                digest.update(chunk)
+                size += len(chunk)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot read ({exc.strerror or exc})") from None
+    except ValueError:
+        raise UsageError(f"{flag} {path}: not a regular file") from None
+    return digest.hexdigest(), size
 
 
 def _parse(data: bytes, path: Path, flag: str) -> dict[str, Any]:
     try:
-        record = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{flag} {path}: not valid JSON ({exc})") from None
+        record = parse_json(data, path)
+    except InputFileError as exc:
+        raise UsageError(f"{flag} {exc}") from None
     if not isinstance(record, dict):
         raise UsageError(f"{flag} {path}: expected a JSON object, got {type(record).__name__}")
     return record
@@ -155,14 +180,15 @@ def gate_of(record: dict[str, Any], path: Path) -> Gate:
     return Gate(suite, status, str(path), len(checks), tuple(str(m) for m in failing))
 
 
-def _artifact(path: Path, kind: str, required: bool, data: bytes | None, status: str,
+def _artifact(path: Path, kind: str, required: bool, data: bytes | tuple[str, int] | None, status: str,
               reason: str, manifest: str | None = None) -> Artifact:
+    """One row; ``data`` is the file's bytes, or its (sha256, size) when hashed as it was read."""
     if data is None:
         return Artifact(str(path), kind, required, False, None, None,
                         FAIL if required else NOT_APPLICABLE,
                         "missing" if required else "missing (optional)")
-    return Artifact(str(path), kind, required, True, hashlib.sha256(data).hexdigest(), len(data),
-                    status, reason, manifest)
+    sha, size = data if isinstance(data, tuple) else (hashlib.sha256(data).hexdigest(), len(data))
+    return Artifact(str(path), kind, required, True, sha, size, status, reason, manifest)
 
 
 def attest(reports: list[Path], summaries: list[Path], artifacts: list[Path],
@@ -193,7 +219,7 @@ def attest(reports: list[Path], summaries: list[Path], artifacts: list[Path],
     for paths, required, flag in ((artifacts, True, "--artifact"),
                                   (optional, False, "--optional-artifact")):
         for path in paths:
-            rows.append(_artifact(path, "artifact", required, _read(path, flag), NOT_APPLICABLE, ""))
+            rows.append(_artifact(path, "artifact", required, _digest(path, flag), NOT_APPLICABLE, ""))
     return Attestation(utc_now(), strict, tuple(rows), tuple(gates))
 
 

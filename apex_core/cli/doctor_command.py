@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from apex_core.cli.args import OneLineParser
+from apex_core.report.writer import atomic_write_text, check_writable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,11 +28,11 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     device = args.device or default_device()
     check_device(device)
+    if args.json:
+        check_writable(Path(args.json), "--json")
     facts = device_facts(device)
     for line in advice(facts):
         print(line)
     if args.json:
-        from apex_core.report.writer import atomic_write_text
-
         atomic_write_text(args.json, json.dumps(facts, indent=2, default=str) + "\n")
     return 0

@@ -1,7 +1,8 @@
 """The run history on the command line: ``--history``, ``--tag``, ``--no-history`` and ``--against``.
 
 A run records its finished report in the history (docs/history.md) after the JSON is
-written, so a history that cannot be opened costs one line and exit 2, never the report.
+written, so a history that cannot be opened costs one line and exit 2, never the report;
+a path that can never be a history file (a folder, a FIFO) is refused before any cell runs.
 ``compare --against SPEC`` builds its baseline on the fly from the history's runs that match
 SPEC (``latest``, a tag, a commit prefix or a run id) in the current report's environment,
 with the same rules as ``baseline emit``.
@@ -37,6 +38,15 @@ def add_history_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tag", dest="tags", action="append", type=_tag, default=[], metavar="NAME",
                        help="tag this run in the history (repeatable)")
     group.add_argument("--no-history", action="store_true", help="do not record this run")
+
+
+def check_history_target(args: Any) -> None:
+    """Before any cell runs: a ``--history`` (or $APEX_BENCH_HISTORY) that names a folder or a
+    device is a usage error now, not a failure after the whole run (``HistoryError``, exit 2)."""
+    from apex_core.history import check_history_path
+
+    if not getattr(args, "no_history", False):
+        check_history_path(args.history)
 
 
 def record_run(args: Any, json_path: Path) -> int:

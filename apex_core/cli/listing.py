@@ -2,7 +2,8 @@
 
 Backends are probed in a worker process, each under the probe timeout, so a probe
 that crashes or hangs shows as an ``error`` or ``timeout`` row instead of taking
-the listing with it (``--inline`` probes in this process).
+the listing with it (``--inline`` probes in this process, each on a thread under the
+same timeout: a hang is still a ``timeout`` row, a crash takes the listing).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
         if name in registry.backends:
             registry.backends[name].configure(values)  # a bad value is a usage error, here
     pool = None if inline else WorkerPool()
-    prober = inline_prober(registry.backends) if pool is None else pool_prober(pool, probe_timeout_s)
+    prober = (inline_prober(registry.backends, probe_timeout_s) if pool is None
+              else pool_prober(pool, probe_timeout_s))
     probes = Probes(registry.backends, prober, lambda name: dict(options.get(name, {})))
     finished = False
     try:

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from apex_core.cli.signals import interrupted_exit_code
+from apex_core.cli.signals import interrupted_exit_code, keep_ignoring_if_stopping
 from apex_core.errors import ApexBenchError, printable
 
 # name -> module with ``main(argv: list[str]) -> int``
@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return interrupted_exit_code(stop)
     except Exception as exc:
         return _internal_error(exc)
+    finally:
+        keep_ignoring_if_stopping()
 
 
 if __name__ == "__main__":

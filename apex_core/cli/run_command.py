@@ -11,12 +11,12 @@ import attrs
 
 from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
-from apex_core.cli.history_args import record_run
+from apex_core.cli.history_args import check_history_target, record_run
 from apex_core.cli.listing import list_plugins
 from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
-from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
+from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
@@ -229,6 +229,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     """Run ``plan``, writing the reports after every cell; then the summary, --strict, history and gate."""
     json_path, md_path, log_path = output_paths(args)
     html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
+    check_history_target(args)
     gate = gate_from_run_args(args, json_path)
     scale = resolve_scale(args, device)
     if scale.build_workers:  # the report's config says how many builders ran
@@ -239,7 +240,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         if gate is not None:
             precheck_environment(gate, env, plan.config())
         _configure_logging(log_path)
-        handle_sigterm()
+        handle_stop_signals()
         with Progress(quiet=args.quiet) as progress:
             writer = (ReportWriter(json_path, md_path, html_path) if model is None else
                       ReportWriter(json_path, md_path, html_path, record=sweep_record, markdown=sweep_markdown))

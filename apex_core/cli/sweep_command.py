@@ -31,7 +31,7 @@ from apex_core.cli.compare_command import gate_from_run_args, precheck_environme
 from apex_core.cli.model_args import add_shape_args
 from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
-from apex_core.cli.signals import handle_sigterm, interrupted_exit_code
+from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.engine.sweep import (
     RUNTIMES,
     SUFFIX_RUNTIMES,
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> int:
     if gate is not None:
         precheck_environment(gate, base.environment, base.config)
     _configure_logging(paths[2])
-    handle_sigterm()
+    handle_stop_signals()
     with Progress(quiet=args.quiet) as progress:
         recorder = _Recorder(base, paths, progress)
         try:

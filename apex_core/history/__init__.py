@@ -27,7 +27,7 @@ from apex_core.history.paths import (
 )
 from apex_core.history.rows import check_tag, environment_identity
 from apex_core.history.schema import SCHEMA_VERSION
-from apex_core.history.store import HistoryStore
+from apex_core.history.store import HistoryStore, check_history_path
 
 __all__ = [
     "DEFAULT_HISTORY_PATH",
@@ -48,6 +48,7 @@ __all__ = [
     "StoredRun",
     "change_points",
     "check_tag",
+    "check_history_path",
     "default_history_path",
     "environment_identity",
     "git_revision",

@@ -68,6 +68,17 @@ def environment_filter(ref: EnvironmentRef) -> str | None:
     return rows.environment_id_of(ref) if isinstance(ref, Mapping) else str(ref).strip().lower()
 
 
+def check_history_path(path: Path | str | None = None) -> Path:
+    """The history's path (default: ``default_history_path()``); ``HistoryError`` when it names a
+    folder or anything but a regular file (reading a FIFO's header would block for ever)."""
+    where = Path(path) if path is not None else default_history_path()
+    if where.is_dir():
+        raise HistoryError(where, "is a directory, not a history file")
+    if where.exists() and not where.is_file():
+        raise HistoryError(where, "is not a regular file (a device, FIFO or socket), not a history file")
+    return where
+
+
 class HistoryStore:
     """An open history file. Use ``HistoryStore.open(path)``; close it (or use ``with``) when done."""
 
@@ -85,9 +96,7 @@ class HistoryStore:
         Raises ``HistoryError`` (one line naming the file) when the file is not SQLite, is another
         program's database, stays locked past ``timeout_s``, or has a newer schema than this code.
         """
-        where = Path(path) if path is not None else default_history_path()
-        if where.is_dir():
-            raise HistoryError(where, "is a directory, not a history file")
+        where = check_history_path(path)
         if not where.exists():
             if not create:
                 raise HistoryError(where, "no history file here (name one with --history or "

@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -121,7 +123,9 @@ def test_strict_exit_codes(tmp_path):
 
 
 @pytest.mark.parametrize(("flag", "content", "fragment"), [
-    ("--report", "{not json", "not valid JSON"),
+    ("--report", "{not json", "malformed JSON at line 1 column 2"),
+    ("--report", "[" * 100_000 + "]" * 100_000, "malformed JSON: nested too deeply"),
+    ("--summary", "[" * 100_000 + "]" * 100_000, "malformed JSON: nested too deeply"),
     ("--report", "[1, 2]", "expected a JSON object, got list"),
     ("--report", '{"status": "complete"}', "field 'benchmarks' is missing or not a list"),
     ("--summary", '{"suite": "s", "status": "maybe", "checks": []}', "field 'status' is 'maybe'"),
@@ -146,3 +150,31 @@ def test_usage_errors_from_the_command_line(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
     result = run_cli(["attest", "--help"], cwd=tmp_path)
     assert result.returncode == 0 and "--strict" in result.stdout and "exit codes" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
+@pytest.mark.parametrize("flag", ["--report", "--summary", "--artifact"])
+def test_what_is_not_a_regular_file_is_one_line_exit_2_never_a_blocked_read(tmp_path, kind, flag):
+    if kind == "fifo":
+        target = tmp_path / "pipe.json"
+        os.mkfifo(target)  # no writer: reading it would block for ever
+    elif kind == "folder":
+        target = tmp_path / "folder.json"
+        target.mkdir()
+    else:
+        target = Path("/dev/zero")  # never ends
+    result = run_cli(["attest", flag, str(target), "--output-json", "a.json", "--output-md", "a.md"],
+                     cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"apex-bench: error: {flag} {target}: not a regular file"
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_a_large_artifact_is_hashed_as_it_is_read(tmp_path):
+    big = tmp_path / "engine.plan"
+    big.write_bytes(b"x" * (3 * 2**20 + 5))  # more than one read's chunk
+    code, record, _ = attest(tmp_path, "--artifact", big)
+    assert code == 0
+    row = by_path(record)[str(big)]
+    assert row["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert row["size_bytes"] == big.stat().st_size

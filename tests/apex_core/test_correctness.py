@@ -67,3 +67,79 @@ def test_poison_and_upcast():
     up = upcast_inputs({"x": torch.ones(2, dtype=torch.float16), "i": torch.ones(2, dtype=torch.int32)},
                        torch.float64)
     assert up["x"].dtype == torch.float64 and up["i"].dtype == torch.int32
+
+
+# A tolerance so loose that zeros, a constant and noise all pass the element-wise bound:
+# the degenerate-output checks must hold anyway (a workload may widen its tolerance this far).
+LOOSE = Tolerance(atol=100.0, rtol=1.0)
+
+
+def _varied(n=4096, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(n, generator=gen) * 2 + 1  # in [1, 3)
+
+
+@pytest.mark.parametrize(("spoil", "words"), [
+    (torch.zeros_like, "all zeros where the reference is not"),
+    (lambda r: torch.full_like(r, float(r.mean())), "one constant value"),
+    (lambda r: torch.full_like(r, math.nan), "NaN/Inf value(s) where the reference is finite"),
+    (lambda r: -r, "no closer to the reference than all zeros are"),
+    (lambda r: _varied(r.numel(), seed=7) * 3, "no closer to the reference than all zeros are"),
+])
+def test_a_degenerate_output_fails_however_loose_the_tolerance(spoil, words):
+    ref = _varied()
+    accuracy = compare_outputs({"y": spoil(ref)}, {"y": ref}, LOOSE, "before-timing")
+    assert not accuracy.passed
+    assert accuracy.message.startswith("y: ") and words in accuracy.message
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_honest_outputs_never_trip_the_degenerate_checks(dtype):
+    ref = _varied().double() - 2  # values of both signs, some near zero
+    honest = ref.to(dtype)  # rounded to the cell's dtype, as any honest kernel's output is
+    tol = Tolerance(*DEFAULT_TOLERANCES["bf16" if dtype == torch.bfloat16 else "fp16"])
+    assert compare_outputs({"y": honest}, {"y": ref}, tol, "s").passed
+    assert compare_outputs({"y": honest}, {"y": ref}, LOOSE, "s").passed
+    # a reference that varies by less than the output's rounding: an honest constant answer
+    flat = torch.full((64,), 1.0, dtype=torch.float64) + torch.linspace(0, 1e-9, 64, dtype=torch.float64)
+    assert compare_outputs({"y": flat.to(dtype)}, {"y": flat}, LOOSE, "s").passed
+    # a reference below the dtype's smallest normal number: rounding it to zero is honest
+    tiny = torch.full((64,), torch.finfo(dtype).tiny / 4, dtype=torch.float64) * torch.linspace(1, 2, 64)
+    assert compare_outputs({"y": torch.zeros(64, dtype=dtype)}, {"y": tiny}, LOOSE, "s").passed
+    # an all-zero reference answered with zeros, and a single element
+    assert compare_outputs({"y": torch.zeros(8, dtype=dtype)}, {"y": torch.zeros(8)}, LOOSE, "s").passed
+    assert compare_outputs({"y": torch.ones(1, dtype=dtype)}, {"y": torch.ones(1)}, LOOSE, "s").passed
+
+
+def test_an_allowed_outlier_is_not_a_degenerate_output():
+    ref = torch.ones(10)
+    out = ref.clone()
+    out[0] = 50  # one mismatch the ratio allows: judged by the ratio, not the norm check
+    assert compare_outputs({"y": out}, {"y": ref}, Tolerance(1e-3, 0, 0.1), "s").passed
+
+
+@pytest.mark.parametrize(("half", "name"), [(torch.float16, "float16"), (torch.bfloat16, "bfloat16")])
+def test_a_float32_cell_computed_in_half_precision_fails_with_its_name(half, name):
+    ref = (_varied().double() - 2) * 3
+    downgraded = ref.to(half).to(torch.float32)  # computed in half, cast back
+    accuracy = compare_outputs({"y": downgraded}, {"y": ref}, Tolerance(*DEFAULT_TOLERANCES["fp32"]), "s")
+    assert not accuracy.passed
+    assert f"every value is exactly a {name} number" in accuracy.message
+    assert "precision downgrade" in accuracy.message
+    honest_miss = ref.to(torch.float32) + 1e-3  # wrong, but not by rounding to half
+    miss = compare_outputs({"y": honest_miss}, {"y": ref}, Tolerance(*DEFAULT_TOLERANCES["fp32"]), "s")
+    assert not miss.passed and "precision downgrade" not in miss.message
+
+
+def test_zeros_for_a_constant_reference_fail_and_the_constant_itself_passes():
+    ref = torch.full((32,), 2.5)
+    assert "all zeros" in compare_outputs({"y": torch.zeros(32)}, {"y": ref}, LOOSE, "s").message
+    assert compare_outputs({"y": ref.clone()}, {"y": ref}, LOOSE, "s").passed
+    off = compare_outputs({"y": torch.full((32,), -2.5)}, {"y": ref}, LOOSE, "s")
+    assert not off.passed and "no closer to the reference than all zeros" in off.message
+
+
+def test_no_precision_words_where_the_reference_itself_is_half_precise():
+    ref = torch.arange(16, dtype=torch.float32)  # small integers: exact in every dtype
+    accuracy = compare_outputs({"y": ref + 1}, {"y": ref}, Tolerance(*DEFAULT_TOLERANCES["fp32"]), "s")
+    assert not accuracy.passed and "precision downgrade" not in accuracy.message

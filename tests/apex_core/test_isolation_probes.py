@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from apex_core.probing import ERROR, OK, TIMEOUT, UNAVAILABLE, ProbeRequest, ProbeResult, Probes
+from apex_core.probing import ERROR, OK, TIMEOUT, UNAVAILABLE, ProbeRequest, ProbeResult, Probes, inline_prober
 from apex_core.results import Availability
 from tests.apex_core.fakes import Eager
 from tests.apex_core.isolation_helpers import FAST, load
@@ -75,3 +75,32 @@ def test_list_finishes_within_the_probe_timeout_when_probes_crash_or_hang(tmp_pa
     assert rows["test-working"] == "ok" and rows["torch-reference"] == "ok"
     # one timeout, plus the starts of three workers (the first, and one after each failure)
     assert elapsed < 4 + 60, elapsed
+
+
+def test_an_inline_probe_that_hangs_is_a_timeout_naming_where_it_hangs():
+    class Hangs(Eager):
+        name = "hangs"
+
+        def probe(self, device):
+            time.sleep(60)
+
+    started = time.monotonic()
+    result = Probes({"hangs": Hangs()}, inline_prober({"hangs": Hangs()}, 0.5)).result("hangs", "cpu")
+    assert time.monotonic() - started < 10
+    assert result.status == TIMEOUT
+    assert result.reason.startswith("probe() ran past the 0.5 s probe timeout in probe (apex_core/")
+    assert "test_isolation_probes.py" in result.log  # the hung thread's stack, for the log
+
+
+@pytest.mark.slow
+def test_an_inline_list_shows_a_hanging_probe_as_timed_out(tmp_path, plugin_on_path):
+    started = time.monotonic()
+    result = run_cli(["--list", "--inline", "--device", "cpu", "--probe-timeout", "3"], cwd=tmp_path,
+                     env={"APEX_TESTPLUGIN_PROBE_FAULTS": "hangs"}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("│")[1].strip(): line.split("│")[2:4]
+            for line in result.stdout.splitlines() if line.count("│") > 3 and line.split("│")[1].strip()}
+    assert rows["test-probe-hangs"][0].strip() == TIMEOUT
+    assert "probe() ran past the 3 s probe" in rows["test-probe-hangs"][1]
+    assert rows["test-working"][0].strip() == "ok"
+    assert time.monotonic() - started < 60

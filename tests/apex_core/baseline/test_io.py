@@ -7,7 +7,14 @@ import pytest
 
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.io import baseline_record, dumps, load_baseline, load_report, write_baseline
+from apex_core.baseline.io import (
+    baseline_record,
+    dumps,
+    load_baseline,
+    load_report,
+    read_regular_file,
+    write_baseline,
+)
 from apex_core.errors import UsageError
 from tests.apex_core.baseline.conftest import cell, report, write
 
@@ -165,3 +172,11 @@ def test_the_schema_minimum_of_value_ms_is_the_resolution_baselines_are_written_
 
     assert baseline_schema()["$defs"]["metric"]["properties"]["value_ms"]["minimum"] == MIN_BASELINE_MS
     assert _round_ms(MIN_BASELINE_MS) == MIN_BASELINE_MS and _round_ms(MIN_BASELINE_MS / 2.1) == 0
+
+
+def test_a_file_past_the_size_cap_is_refused_before_it_is_parsed(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text('{"a": "' + "x" * 100 + '"}')
+    with pytest.raises(InputFileError, match=r"big\.json: 109 bytes: larger than any report or baseline"):
+        read_regular_file(path, max_bytes=64)
+    assert read_regular_file(path, max_bytes=109) == path.read_bytes()

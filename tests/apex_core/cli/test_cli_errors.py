@@ -1,5 +1,6 @@
 """Bad input gets one clear line on stderr and exit code 2, before any cell runs."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,20 @@ def test_a_write_that_fails_mid_run_keeps_the_last_report_and_is_reported(tmp_pa
     monkeypatch.setattr(writer_module, "atomic_write_text", full_disk)
     out.write(report)
     assert "No space left on device" in out.failure and (tmp_path / "r.md").read_text().startswith("# s")
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_history_that_cannot_be_a_file_is_refused_before_any_cell_runs(tmp_path, kind):
+    target = tmp_path / "hist"
+    target.mkdir() if kind == "folder" else os.mkfifo(target)
+    result = run_cli(["--device", "cpu", "--workloads", "tilepack", "--history", str(target),
+                      "--output-json", "r.json", "--output-md", "r.md"], cwd=tmp_path, timeout=120)
+    assert_usage_error(result, str(target), "directory" if kind == "folder" else "not a regular file")
+    assert not (tmp_path / "r.json").exists()  # refused before any cell ran
+    listing = run_cli(["history", "list", "--history", str(target)], cwd=tmp_path, timeout=60)
+    assert_usage_error(listing, str(target))  # a FIFO's header is never read: no hang
+
+
+def test_doctor_json_naming_a_folder_is_a_usage_error(tmp_path):
+    result = run_cli(["doctor", "--device", "cpu", "--json", str(tmp_path)], cwd=tmp_path, timeout=120)
+    assert_usage_error(result, "--json", "is a folder")

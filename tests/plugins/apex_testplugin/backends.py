@@ -143,12 +143,14 @@ class SyncingBackend(WorkingBackend):
 
 
 # The probe faults below are opt-in, so listings and bare runs of other tests stay fast:
-# without this variable the two backends say they are unavailable.
+# without this variable the two backends say they are unavailable. "1" turns both on, a
+# comma list names those to turn on ("hangs": an inline listing, which a segfault would end).
 PROBE_FAULTS = "APEX_TESTPLUGIN_PROBE_FAULTS"
 
 
-def _probe_faults_on() -> bool:
-    return os.environ.get(PROBE_FAULTS) == "1"
+def _probe_faults_on(fault: str) -> bool:
+    value = os.environ.get(PROBE_FAULTS, "")
+    return value == "1" or fault in value.split(",")
 
 
 class ProbeSegfaultBackend(WorkingBackend):
@@ -158,7 +160,7 @@ class ProbeSegfaultBackend(WorkingBackend):
     description = "third-party backend whose probe segfaults"
 
     def probe(self, device):
-        if not _probe_faults_on():
+        if not _probe_faults_on("segfault"):
             return Availability.no(f"misbehaves only with {PROBE_FAULTS}=1")
         ctypes.string_at(0)  # reads address 0: SIGSEGV
         raise AssertionError("unreachable")
@@ -171,7 +173,7 @@ class ProbeHangsBackend(WorkingBackend):
     description = "third-party backend whose probe hangs"
 
     def probe(self, device):
-        if not _probe_faults_on():
+        if not _probe_faults_on("hangs"):
             return Availability.no(f"misbehaves only with {PROBE_FAULTS}=1")
         while True:
             time.sleep(1)
