@@ -27,7 +27,6 @@ from apex_core.cpu_memory import RssPeak
 from apex_core.cuda_timer import measure_cuda
 from apex_core.device_health import release_cached_blocks
 from apex_core.errors import first_line
-from apex_core.integrity import Suspect
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.placements import Placement, input_bytes, make_placements, placements_to_add
 from apex_core.plugin_api import work_of
@@ -290,7 +289,7 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         window_ns = clocks.monotonic_ns() - window_start
     except SpotWrong as wrong:
         raise _CellFailure(Status.INCORRECT, str(wrong)) from None
-    except Suspect as caught:
+    except integrity.Suspect as caught:
         raise _CellFailure(Status.SUSPECT, integrity.suspect_reason([caught.reason], None)) from None
     except Exception as exc:
         raise _fail("timing", exc) from None

@@ -132,6 +132,10 @@ class SpotChecks:
         fresh = self.sets.pop(0)
         for name, tensor in self.slots[slot].items():
             tensor.copy_(fresh.inputs[name])
+        if any(t.is_cuda for t in self.slots[slot].values()):
+            # the copies run on the current stream; a backend on a stream of its own that does not wait
+            # for it (JAX) would read the inputs half written (seen on an H100: jax tilepack, large)
+            torch.cuda.synchronize()
         self.expected[slot], self.pending, self.last_slot = fresh, (index, slot), slot
         return True
 
