@@ -289,7 +289,8 @@ class CudaTimer:
                     spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
                 for begin, end in batch:
                     samples.append(self.elapsed(begin, end))
-                    stop = rule.reason(samples, perf_counter() - start)
+                    # the spot checks' own time is not the cell's sampling time
+                    stop = rule.reason(samples, perf_counter() - start - (spot.spent_s if spot else 0.0))
                     if stop:
                         timing = Timing("cuda_event", options.cache, tuple(samples),
                                         summarize(samples), stop,

@@ -193,7 +193,8 @@ class KernelTimer:
                 samples.append(activity.busy_ms)
                 if activity.index in self.kept:
                     spot.after(activity.index, self.kept.pop(activity.index), activity.busy_ms)
-                stop = rule.reason(samples, self.clock() - start)
+                # the spot checks' own time is not the cell's sampling time
+                stop = rule.reason(samples, self.clock() - start - (spot.spent_s if spot is not None else 0.0))
                 if stop:
                     check_idle_calls(activities)
                     return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),

@@ -123,11 +123,22 @@ class SpotChecks:
         # new inputs (no reference) by number, for the confirmation of a cache (made only then)
         self.more_inputs: Callable[[int], Mapping[str, torch.Tensor]] | None = None
         self.slow_read: tuple[float, float] | None = None  # a spot call's read and call ms, to confirm
+        # seconds the checks took inside the sampling loop: the timers leave them out of the time
+        # the stop rule sees, or at a large size (inputs of a GB) they would eat the cell's budget
+        self.spent_s = 0.0
 
     def before(self, index: int, slot: int = 0) -> bool:
         """Before sample ``index`` (outside the timed window): refresh ``slot``'s inputs if it is a spot."""
         if index not in self.spots or not self.sets:
             return False
+        started = perf_counter_ns()
+        try:
+            self._refresh(slot, index)
+        finally:
+            self.spent_s += (perf_counter_ns() - started) / 1e9
+        return True
+
+    def _refresh(self, slot: int, index: int) -> None:
         self._inputs_kept(slot, f"before fresh input set {SETS - len(self.sets) + 1} of {SETS} was written")
         fresh = self.sets.pop(0)
         for name, tensor in self.slots[slot].items():
@@ -137,7 +148,6 @@ class SpotChecks:
             # for it (JAX) would read the inputs half written (seen on an H100: jax tilepack, large)
             torch.cuda.synchronize()
         self.expected[slot], self.pending, self.last_slot = fresh, (index, slot), slot
-        return True
 
     def keep(self, outputs: Any) -> Any:
         """The spot call's outputs, copied on the current stream before a later call can overwrite them
@@ -167,6 +177,13 @@ class SpotChecks:
             return
         slot = self.pending[1]
         self.pending = None
+        started = perf_counter_ns()
+        try:
+            self._check_spot(index, outputs, sample_ms, slot)
+        finally:
+            self.spent_s += (perf_counter_ns() - started) / 1e9
+
+    def _check_spot(self, index: int, outputs: Any, sample_ms: float, slot: int) -> None:
         if isinstance(outputs, Mapping) and type(outputs) not in _PLAIN_MAPPINGS:  # CPU: read it here
             start = perf_counter_ns()
             outputs = {k: outputs[k] for k in outputs}

@@ -74,3 +74,23 @@ def test_cuda_timer_stale_outputs_are_wrong():
     stale = double(inputs)
     with pytest.raises(SpotWrong, match="wrong result in the timed call on fresh input set 1 of 3"):
         make_timer(clock, None, OPTIONS).measure(_advancing(clock, inputs, stale), spot=spot_checks([inputs]))
+
+
+def test_the_checks_own_time_does_not_eat_the_cells_sampling_time():
+    # at a large size a check (a GB of inputs to write and compare) can outlast --max-time; the
+    # stop rule must not see it, or the cell stops at its minimum samples on the time cap
+    import time
+
+    inputs = {"x": torch.zeros(4)}
+
+    def slow_compare(out, ref):
+        time.sleep(0.3)
+        return compare_outputs(out, ref, TOL, "during-timing")
+
+    sets = [FreshSet({"x": torch.full((4,), float(n + 1))}, {"y": torch.full((4,), 2.0 * (n + 1))})
+            for n in range(3)]
+    spot = SpotChecks(sets, [inputs], slow_compare, frozenset({0, 1, 2}))
+    options = TimingOptions(warmup=0, min_iters=5, min_time_s=0.05, max_time_s=0.25)
+    timing = measure_cpu(lambda: double(inputs), options, spot=spot)
+    assert spot.fresh == [0, 1, 2] and spot.spent_s >= 0.9
+    assert timing.stop_reason != "time_cap" and len(timing.samples_ms) > 5
