@@ -9,7 +9,7 @@ It installs the test plugin (tests/plugins) into a temporary folder, then runs t
 user would: the four cheat backends on every built-in workload and test-loose-check at the
 smoke profile in fp32; the built-in backends at the smoke profile in fp32, fp16 and bf16;
 and torch-reference at the fixed profile in this process, timing ``degenerate_output``
-against the whole run (docs/anti-cheat-outputs.md, Cost).
+against the whole run (docs/anti-cheat.md, Output cheats).
 """
 
 from __future__ import annotations
