@@ -22,6 +22,7 @@ from apex_core.correctness import (
     poison_,
     reference_dtype,
     upcast_inputs,
+    write_inputs_,
 )
 from apex_core.cpu_memory import RssPeak
 from apex_core.cuda_timer import measure_cuda
@@ -118,9 +119,7 @@ def cell_inputs(workload: Workload, case: Case, spec: CellSpec, seed: int) -> In
 
 def refresh_inputs_(workload: Workload, case: Case, inputs: Inputs, spec: CellSpec, seed: int) -> None:
     """Copy fresh random values into the existing input tensors (addresses stay valid)."""
-    fresh = cell_inputs(workload, case, spec, seed)
-    for name, tensor in inputs.items():
-        tensor.copy_(fresh[name])
+    write_inputs_(inputs, cell_inputs(workload, case, spec, seed))
 
 
 def check(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, spec: CellSpec,

@@ -38,6 +38,12 @@ def poison_(outputs: Mapping[str, torch.Tensor]) -> None:
             tensor.fill_(-(2**30) if tensor.dtype != torch.uint8 else 255)
 
 
+def write_inputs_(inputs: Mapping[str, torch.Tensor], values: Mapping[str, torch.Tensor]) -> None:
+    """Copy ``values`` into the input tensors in place: their addresses stay valid for the call."""
+    for name, tensor in inputs.items():
+        tensor.copy_(values[name])
+
+
 def output_problem(outputs: Any, cell_dtype: torch.dtype) -> str:
     """Why the call's result is not a valid answer in form ("" when it is).
 

@@ -255,7 +255,7 @@ class CudaTimer:
         how many samples the cell gets within its time bounds, never how long it is sampled.
         """
         torch = self.torch
-        rule = StopRule(options)
+        rule = StopRule(options, self.spot)
         samples: list[float] = []
         floor_samples: list[float] = []
         host_ms: list[float] = []
@@ -289,8 +289,7 @@ class CudaTimer:
                     spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
                 for begin, end in batch:
                     samples.append(self.elapsed(begin, end))
-                    # the spot checks' own time is not the cell's sampling time
-                    stop = rule.reason(samples, perf_counter() - start - (spot.spent_s if spot else 0.0))
+                    stop = rule.reason(samples, perf_counter() - start)
                     if stop:
                         timing = Timing("cuda_event", options.cache, tuple(samples),
                                         summarize(samples), stop,

@@ -15,12 +15,12 @@ import json
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from apex_core.clocks import perf_counter
 from apex_core.results import KernelActivity, Timing
 from apex_core.stats import summarize
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
@@ -132,7 +132,7 @@ class KernelTimer:
     """
 
     def __init__(self, options: TimingOptions, flush: Callable[[], Any] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = perf_counter) -> None:
         self.options = options
         self.flush = flush
         self.clock = clock
@@ -180,7 +180,7 @@ class KernelTimer:
         self._synchronize()
         self._session(call, 1, 0)  # the primer: the profiler's start-up, outside the time budget
         self.spot, self.slot, self.kept = spot, slot, {}
-        rule = StopRule(self.options)
+        rule = StopRule(self.options, spot)
         activities: list[CallActivity] = []
         samples: list[float] = []
         calls, start = 2, self.clock()
@@ -193,8 +193,7 @@ class KernelTimer:
                 samples.append(activity.busy_ms)
                 if activity.index in self.kept:
                     spot.after(activity.index, self.kept.pop(activity.index), activity.busy_ms)
-                # the spot checks' own time is not the cell's sampling time
-                stop = rule.reason(samples, self.clock() - start - (spot.spent_s if spot is not None else 0.0))
+                stop = rule.reason(samples, self.clock() - start)
                 if stop:
                     check_idle_calls(activities)
                     return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),

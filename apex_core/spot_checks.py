@@ -32,6 +32,7 @@ from apex_core.correctness import (
     output_problem,
     reference_dtype,
     upcast_inputs,
+    write_inputs_,
 )
 from apex_core.integrity import Suspect, checks_on
 from apex_core.results import Accuracy
@@ -141,8 +142,7 @@ class SpotChecks:
     def _refresh(self, slot: int, index: int) -> None:
         self._inputs_kept(slot, f"before fresh input set {SETS - len(self.sets) + 1} of {SETS} was written")
         fresh = self.sets.pop(0)
-        for name, tensor in self.slots[slot].items():
-            tensor.copy_(fresh.inputs[name])
+        write_inputs_(self.slots[slot], fresh.inputs)
         if any(t.is_cuda for t in self.slots[slot].values()):
             # the copies run on the current stream; a backend on a stream of its own that does not wait
             # for it (JAX) would read the inputs half written (seen on an H100: jax tilepack, large)
@@ -278,9 +278,7 @@ class SpotChecks:
         assert self.more_inputs is not None
         fresh_ms, repeat_ms = [], []
         for number in range(CONFIRM_ROUNDS):
-            new = self.more_inputs(number)
-            for name, tensor in self.slots[0].items():
-                tensor.copy_(new[name])
+            write_inputs_(self.slots[0], self.more_inputs(number))
             fresh_ms.append(_timed(call, sync))
             repeat_ms.append(_timed(call, sync))
         if min(fresh_ms) <= max(FRESH_RATIO * max(repeat_ms), max(repeat_ms) + self.margins.fresh_ms):

@@ -99,16 +99,23 @@ class StopRule:
     the target, or when the estimate has converged: the median of the samples moved
     less than the noise target over the last few checks, or the noise itself stopped
     changing (kernels whose noise never reaches the target, as in nvbench).
+
+    ``checks`` (apex_core.spot_checks.SpotChecks, or None): checks run inside the sampling
+    loop; the seconds they took (``spent_s``) are not the cell's sampling time, or at a large
+    size (a GB of inputs written and compared) they would use up its budget.
     """
 
-    def __init__(self, options: TimingOptions) -> None:
+    def __init__(self, options: TimingOptions, checks: Any = None) -> None:
         self.options = options
+        self.checks = checks
         self.noise_history: list[float] = []
         self.median_history: list[float] = []
         self.next_check = 0
 
     def reason(self, samples: list[float], elapsed_s: float) -> str | None:
         opts = self.options
+        if self.checks is not None:
+            elapsed_s -= self.checks.spent_s
         if opts.fixed_iters is not None:  # equal counts for every cell: no time limit, no noise rule
             return FIXED_MODE if len(samples) >= opts.fixed_iters else None
         if len(samples) >= opts.max_samples:
@@ -181,7 +188,7 @@ def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cp
     """Sample ``fn`` with ``time.perf_counter_ns`` (as it was when apex_core was imported) around
     each call; ``spot`` (apex_core.spot_checks.SpotChecks) checks a few calls' outputs."""
     warm_up(fn, options)
-    rule = StopRule(options)
+    rule = StopRule(options, spot)
     samples: list[float] = []
     start = perf_counter()
     while True:
@@ -192,8 +199,7 @@ def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cp
         samples.append((perf_counter_ns() - t0) / 1e6)
         if spot is not None:
             spot.after(len(samples) - 1, outputs, samples[-1])
-        # the spot checks' own time is not the cell's sampling time
-        stop = rule.reason(samples, perf_counter() - start - (spot.spent_s if spot is not None else 0.0))
+        stop = rule.reason(samples, perf_counter() - start)
         if stop:
             if spot is not None:
                 spot.finish(outputs)
