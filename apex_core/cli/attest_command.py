@@ -22,12 +22,13 @@ from apex_core.baseline.io import open_regular_file, parse_json, read_regular_fi
 from apex_core.cli.args import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.results import FAILING_STATUSES
 from apex_core.runner import utc_now
 
 SCHEMA_VERSION = 1
 PASS, FAIL, NOT_APPLICABLE = "PASS", "FAIL", "N/A"
 # cell statuses that make a report FAIL (skipped cells carry a reason and are fine)
-FAILING_CELL_STATUSES = frozenset({"incorrect", "suspect", "error", "crashed", "timeout"})
+FAILING_CELL_STATUSES = frozenset(str(status) for status in FAILING_STATUSES)
 _CHUNK_BYTES = 2**20
 
 EXIT_CODES = """\
