@@ -179,6 +179,29 @@ def test_inject_nonfinite_places_every_kind_deterministically():
     assert torch.equal(common.SeededRandom(5).inject_nonfinite(values, 0.0), values)
 
 
+def test_small_draws_are_the_single_stream_values_they_always_were():
+    generator = torch.Generator().manual_seed(3)
+    uniform, normal = torch.rand((5, 7), generator=generator), torch.randn((1000,), generator=generator)
+    rng = common.SeededRandom(3)
+    assert torch.equal(rng.uniform((5, 7)), uniform)
+    assert torch.equal(rng.normal((1000,)), normal)
+
+
+def test_large_draws_fill_in_chunks_and_depend_on_the_seed_alone(monkeypatch):
+    # lower the threshold so a small tensor takes the chunked path: several chunks, a ragged last one
+    monkeypatch.setattr(common, "PARALLEL_DRAW_VALUES", 1000)
+    monkeypatch.setattr(common, "_DRAW_CHUNK", 300)
+    first = common.SeededRandom(11).normal((10, 101))
+    monkeypatch.setattr(common.os, "cpu_count", lambda: 1)  # one thread: the same values
+    assert torch.equal(common.SeededRandom(11).normal((10, 101)), first)
+    assert not torch.equal(common.SeededRandom(12).normal((10, 101)), first)
+    chunks = first.view(-1).split(300)
+    assert not any(torch.equal(chunks[0], c) for c in chunks[1:3]), "every chunk draws its own values"
+    assert abs(float(first.mean())) < 0.15 and 0.85 < float(first.std()) < 1.15
+    spread = common.SeededRandom(11).uniform((10, 101), -2.0, 3.0)
+    assert float(spread.min()) >= -2.0 and float(spread.max()) < 3.0 and float(spread.std()) > 1.0
+
+
 def test_unique_integers_are_unique_per_row_and_in_range():
     ids = common.SeededRandom(0).unique_integers(4, 10, 12)
     assert ids.dtype == torch.int32 and ids.shape == (4, 10)
