@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from apex_core import correctness
 from apex_core.correctness import compare_outputs, compare_tensor, poison_, upcast_inputs
 from apex_core.interfaces import DEFAULT_TOLERANCES
 from apex_core.results import Tolerance
@@ -50,6 +51,28 @@ def test_missing_output_and_wrong_shape():
     assert not accuracy.passed and "missing outputs: y" in accuracy.message
     with pytest.raises(ValueError, match="shape"):
         compare_tensor("y", torch.ones(3), torch.ones(2), TOL)
+
+
+def test_a_comparison_in_chunks_reads_as_one_over_the_whole_output(monkeypatch):
+    generator = torch.Generator().manual_seed(0)
+    ref = torch.randn((7, 53), generator=generator)
+    ref[0, 0], ref[6, 52] = math.nan, math.inf  # specials in the first and the ragged last chunk
+    out = ref + 0.02 * torch.randn((7, 53), generator=generator)
+    out[3, 1], out[6, 52] = 40.0, -math.inf  # the largest error mid-way, a flipped infinity at the end
+    whole = compare_tensor("y", out, ref, TOL)
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 50)
+    chunked = compare_tensor("y", out, ref, TOL)
+    assert (chunked.mismatches, chunked.nonfinite_mismatches, chunked.elements) == (
+        whole.mismatches, whole.nonfinite_mismatches, 7 * 53)
+    assert chunked.nonfinite_mismatches == 1 and chunked.mismatches > 1
+    assert chunked.max_abs_error == whole.max_abs_error == pytest.approx(abs(40.0 - float(ref[3, 1])))
+    assert chunked.max_rel_error == whole.max_rel_error
+    assert chunked.rmse == pytest.approx(whole.rmse, rel=1e-12)
+
+
+def test_an_empty_output_compares_as_no_error():
+    empty = compare_tensor("y", torch.ones(0), torch.ones(0), TOL)
+    assert (empty.mismatches, empty.elements, empty.max_abs_error, empty.rmse) == (0, 0, 0.0, 0.0)
 
 
 def test_half_precision_output_compares_against_float64_reference():
