@@ -1,7 +1,8 @@
 """Measure what this machine's timers can tell truthfully: floors, launch cost, bandwidth, clock.
 
 ``device_facts`` runs once per run (into the report's environment) and by ``apex-bench
-doctor``: the copy bandwidth that "faster than physics" is judged against, each CUDA
+doctor``: the copy bandwidth and the memory's peak (NVML) that "faster than physics" is
+judged against, each CUDA
 method's floor (its time for one empty kernel), the host's cost to launch one kernel,
 and a spin of known cycles read against NVML's SM clock. ``advice`` turns the figures
 into a few lines a person can act on. On a machine without CUDA it says what it cannot
@@ -14,6 +15,9 @@ import statistics
 import threading
 import time
 from typing import Any
+
+from apex_core import telemetry
+from apex_core.report.flags import physics_gbps
 
 # a long spin reads the clock to well under 1 %: 20 M cycles is ~10 ms at 2 GHz
 CLOCK_CHECK_CYCLES = 20_000_000
@@ -61,6 +65,22 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 10) -> dict[str, Any
 def copy_bandwidth_gbps() -> float:
     """The median copy bandwidth in GB/s (bytes read plus written)."""
     return float(copy_bandwidth()["copy_gbps"])
+
+
+def dram_peak_gbps() -> float:
+    """The device memory's peak bandwidth in GB/s from NVML: its highest clock times its bus width,
+    two transfers a clock (H100 80GB HBM3: 2619 MHz x 5120 bits = 3352 GB/s, the datasheet's 3.35 TB/s)."""
+    import torch
+
+    nvml, why = telemetry.start_nvml()
+    if nvml is None:
+        raise RuntimeError(why)
+    handle = telemetry.device_handle(nvml, torch.cuda.current_device())
+    mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)
+    bits = nvml.nvmlDeviceGetMemoryBusWidth(handle)
+    if not (mhz and bits):
+        raise RuntimeError(f"NVML gave memory clock {mhz} MHz and bus width {bits} bits")
+    return 2 * mhz * 1e6 * bits / 8 / 1e9
 
 
 def timer_floors_us() -> dict[str, float | str]:
@@ -116,15 +136,14 @@ def clock_check() -> dict[str, Any]:
     """A spin of known cycles timed with events, against NVML's SM clock."""
     import torch
 
-    from apex_core.telemetry import Monitor, take_reading
 
     torch.cuda._sleep(1000)  # warm the kernel
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     torch.cuda._sleep(CLOCK_CHECK_CYCLES)
     end.record()
-    monitor = Monitor(torch.cuda.current_device())
-    reading = take_reading(monitor.nvml, monitor.handle) if monitor.nvml is not None else None
+    monitor = telemetry.Monitor(torch.cuda.current_device())
+    reading = telemetry.take_reading(monitor.nvml, monitor.handle) if monitor.nvml is not None else None
     end.synchronize()
     spin_mhz = CLOCK_CHECK_CYCLES / (start.elapsed_time(end) * 1e3)
     nvml_mhz = reading.sm_mhz if reading is not None else None
@@ -140,8 +159,8 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
     if device != "cuda":
         facts["cuda_unavailable"] = "no CUDA device: GPU timers, copy bandwidth and NVML not measured"
         return facts
-    for name, measure in (("copy_gbps", copy_bandwidth_gbps), ("timer_floor_us", timer_floors_us),
-                          ("launch_us", launch_cost_us)):
+    for name, measure in (("copy_gbps", copy_bandwidth_gbps), ("dram_peak_gbps", dram_peak_gbps),
+                          ("timer_floor_us", timer_floors_us), ("launch_us", launch_cost_us)):
         try:
             facts[name] = measure()
         except Exception as exc:  # a figure that cannot be taken says why, the rest still come
@@ -212,8 +231,12 @@ def advice(facts: dict[str, Any]) -> list[str]:
         lines.append(f"Host launch: {launch:.1f} us per kernel; a call of N kernels whose device time is under "
                      f"N x {launch:.1f} us is launch-bound when run eagerly (--graph removes the launches).")
     if facts.get("copy_gbps"):
-        lines.append(f"Copy bandwidth: {facts['copy_gbps']:.0f} GB/s; a cell faster than its bytes over this "
-                     "is flagged faster than physics.")
+        lines.append(f"Copy bandwidth: {facts['copy_gbps']:.0f} GB/s (the roofline's roof).")
+    bound = physics_gbps(facts)
+    if bound:
+        source = "the memory's peak (NVML)" if facts.get("dram_peak_gbps") else "the copy's, with a 25 % margin"
+        lines.append(f"Physics: {bound:.0f} GB/s, {source}; a cell faster than its bytes over this is flagged "
+                     "faster than physics.")
     clock = facts.get("clock") or {}
     if clock.get("clock_agreement"):
         lines.append(f"SM clock: a spin of {CLOCK_CHECK_CYCLES:,} cycles ran at "

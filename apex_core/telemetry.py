@@ -37,7 +37,8 @@ THROTTLE_REASONS = {
 ENERGY_WINDOW_S = 0.5
 
 
-def _nvml() -> tuple[Any, str]:
+def start_nvml() -> tuple[Any, str]:
+    """The started NVML bindings, or None and why not."""
     try:
         import pynvml
     except ImportError:
@@ -131,7 +132,7 @@ class Monitor:
         self.readings: list[Reading] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.nvml, self.unavailable = _nvml()
+        self.nvml, self.unavailable = start_nvml()
         self.handle = None
         if self.nvml is not None:
             try:

@@ -282,7 +282,7 @@ def build_run_parser() -> OneLineParser:
                      "availability, then exit")
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
     out.add_argument("--strict", action="store_true", help="exit 1 when a cell is flagged faster than "
-                     "physics (its minimal bytes over the copy bandwidth measured at the start of the run)")
+                     "physics (its minimal bytes over the device memory's peak bandwidth)")
     out.add_argument("--inline", action="store_true", help="run cells in this process (no crash "
                      "isolation; for debugging)")
     add_scale_args(parser)

@@ -14,7 +14,7 @@ from apex_core.report.flags import FlagFacts, cell_flags, flag_note, is_launch_b
 from apex_core.results import CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
-PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's copy bandwidth; it skipped "
+PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's memory bandwidth; it skipped "
                 "work, or its work() counts too many bytes (--strict fails the run on it)")
 NO_SPEEDUP_NOTE = "no speed-up: the cell's p50 is 0 ms, and a ratio to it means nothing"
 NO_REFERENCE_TIME_NOTE = "no speed-up: torch-reference's p50 is 0 ms, and a ratio to it means nothing"

@@ -158,7 +158,8 @@ timing_configs = st.builds(
     lambda **fields: attrs.asdict(TimingOptions(min_time_s=0.0, **fields)),
     min_iters=st.integers(1, 50), max_time_s=st.sampled_from((0.5, 3.0)),
     fixed_iters=st.none() | st.integers(1, 50), cache=st.sampled_from(("cold", "warm")), graph=st.booleans())
-device_facts = st.none() | st.builds(dict, copy_gbps=floats(1e-3, 1e4))
+device_facts = st.none() | st.builds(dict, copy_gbps=floats(1e-3, 1e4)) | st.builds(
+    dict, copy_gbps=floats(1e-3, 1e4), dram_peak_gbps=floats(1e-3, 1e4))
 plugin_rows = st.lists(st.builds(PluginRow, group=st.sampled_from(("backend", "workload")), name=names,
                                  source=names, status=st.just("error"), reason=reasons), max_size=1)
 suites = st.sampled_from(("apex-bench", "s|<u>"))

@@ -6,7 +6,7 @@ import pytest
 from apex_core.api import run
 from apex_core.interfaces import Prepared
 from apex_core.registry import Registry
-from apex_core.report.flags import cell_flags, strict_failures
+from apex_core.report.flags import COPY_HEADROOM, cell_flags, physics_gbps, strict_failures
 from apex_core.report.markdown import render_markdown
 from apex_core.report.writer import ReportWriter
 from apex_core.results import CellResult, Derived, Report, Status, Telemetry, Timing
@@ -47,6 +47,19 @@ def test_no_physics_flag_without_a_measured_bandwidth_or_off_the_gpu():
     assert "faster_than_physics" not in cell_flags(attrs.evolve(fast, device="cpu"), ENV, CONFIG)
 
 
+def test_physics_is_the_memory_peak_not_the_copy():
+    # 3.05 GB in 1 ms: faster than a 2866 GB/s copy, as honest read-heavy kernels are, under a 3352 GB/s peak
+    honest = cell([1.0] * 3, bytes_moved=3_050_000_000)
+    measured = {"device": "cuda", "device_facts": {"copy_gbps": 2866.0, "dram_peak_gbps": 3352.0}}
+    assert "faster_than_physics" not in cell_flags(honest, measured, CONFIG)
+    assert "faster_than_physics" in cell_flags(cell([0.8] * 3, bytes_moved=3_050_000_000), measured, CONFIG)
+    # without NVML's peak the copy counts with a margin: 2866 x 1.25 = 3583 GB/s
+    copy_only = {"device": "cuda", "device_facts": {"copy_gbps": 2866.0}}
+    assert physics_gbps(copy_only["device_facts"]) == pytest.approx(2866.0 * COPY_HEADROOM)
+    assert "faster_than_physics" not in cell_flags(honest, copy_only, CONFIG)
+    assert "faster_than_physics" in cell_flags(cell([0.8] * 3, bytes_moved=3_050_000_000), copy_only, CONFIG)
+
+
 def test_strict_names_the_cells_faster_than_physics_and_markdown_says_why():
     fast = cell([0.002] * 3, bytes_moved=30_000_000)
     fine = attrs.evolve(cell([0.02] * 3, bytes_moved=30_000_000), backend="c")
@@ -64,6 +77,26 @@ def test_doctor_on_the_cpu_says_what_it_cannot_measure(device):
     assert facts["perf_counter_resolution_ns"] > 0 and "no CUDA device" in facts["cuda_unavailable"]
     lines = advice(facts)
     assert lines[0].startswith("CPU timer: perf_counter steps of") and "GPU timers" in lines[1]
+
+
+def test_the_memory_peak_is_nvmls_clock_times_bus_width_and_advice_names_it(monkeypatch):
+    import types
+
+    from apex_core import doctor, telemetry
+
+    fake = types.SimpleNamespace(NVML_CLOCK_MEM=2, nvmlDeviceGetMaxClockInfo=lambda h, kind: 2619 if kind == 2 else 0,
+                                 nvmlDeviceGetMemoryBusWidth=lambda h: 5120)
+    monkeypatch.setattr(telemetry, "start_nvml", lambda: (fake, ""))
+    monkeypatch.setattr(telemetry, "device_handle", lambda nvml, index: "handle")
+    monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
+    assert doctor.dram_peak_gbps() == pytest.approx(3352.32)  # H100 80GB HBM3's datasheet: 3.35 TB/s
+    lines = doctor.advice({"perf_counter_resolution_ns": 50, "copy_gbps": 2866.0, "dram_peak_gbps": 3352.32})
+    assert any(line.startswith("Physics: 3352 GB/s, the memory's peak (NVML)") for line in lines)
+    monkeypatch.setattr(telemetry, "start_nvml", lambda: (None, "nvidia-ml-py not installed"))
+    with pytest.raises(RuntimeError, match="nvidia-ml-py not installed"):
+        doctor.dram_peak_gbps()
+    lines = doctor.advice({"perf_counter_resolution_ns": 50, "copy_gbps": 2866.0})
+    assert any(line.startswith("Physics: 3582 GB/s, the copy's, with a 25 % margin") for line in lines)
 
 
 def test_device_facts_measured_in_the_background_land_in_the_environment_and_say_when():

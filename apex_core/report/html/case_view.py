@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apex_core.report.flags import FlagFacts, flag_note
+from apex_core.report.flags import COPY_HEADROOM, FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
@@ -19,14 +19,18 @@ TOP = 12
 
 
 def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
-    """The cell's minimal bytes over the device's copy bandwidth, in ms: no correct call is faster."""
+    """The cell's minimal bytes over the device memory's bandwidth, in ms: no correct call is faster
+    (the bound of the ``faster_than_physics`` flag, apex_core.report.flags.physics_gbps)."""
     if not str(cell.record.get("device") or "").startswith("cuda"):
         return None
-    copy = Q.at(run, cell.doc, "environment", "device_facts", "copy_gbps")
+    bound = Q.at(run, cell.doc, "environment", "device_facts", "dram_peak_gbps")
+    if bound is None or bound.value <= 0:
+        copy = Q.at(run, cell.doc, "environment", "device_facts", "copy_gbps")
+        bound = copy.scaled(COPY_HEADROOM) if copy is not None else None
     moved = cell.field("bytes_moved")
-    if copy is None or moved is None or copy.value <= 0 or moved.value <= 0:
+    if bound is None or moved is None or bound.value <= 0 or moved.value <= 0:
         return None
-    return (moved / copy).scaled(1e-6)  # bytes / (GB/s) is ns; 1e-6 of it is ms
+    return (moved / bound).scaled(1e-6)  # bytes / (GB/s) is ns; 1e-6 of it is ms
 
 
 def _flag_badges(cell: Cell, x: float, y: float) -> str:
