@@ -6,7 +6,10 @@ that range (on any thread) is tied by its correlation id to the kernels, copies 
 it started on the device, on whatever stream. A sample is the sum of their durations;
 the span from the first start to the last end and the kernel count are kept too. Work
 on other streams is seen, so backends that do not run on the timing stream (ONNX
-Runtime, JAX, libraries with their own streams) are timed as well.
+Runtime, JAX, libraries with their own streams) are timed as well. Device activity whose
+launch the profiler did not record (a CUDA graph that XLA launches from a thread of its own)
+is tied to the call whose range it starts in: such a call must wait for its work, as JAX's
+``block_until_ready`` does, or its work lands in a later call's range.
 """
 
 from __future__ import annotations
@@ -75,9 +78,15 @@ def call_activities(trace_events: Iterable[Mapping[str, Any]], prefix: str = CAL
         correlation = _correlation(e)
         if e.get("cat") in DEVICE_CATEGORIES and correlation is not None:
             device.setdefault(correlation, []).append(e)
+    launched = {corr for _, corr in launches}
+    # device work whose launch the profiler did not record: a CUDA graph launched from another
+    # thread (XLA's command buffers at the large profile, on an H100: every kernel of the call
+    # under one correlation id with no host event) belongs to the call whose range it starts in
+    unlaunched = [d for corr, work in device.items() if corr not in launched for d in work]
     activities = []
     for index, begin, end in ranges:
         work = [d for ts, corr in launches if begin <= ts <= end for d in device.get(corr, ())]
+        work += [d for d in unlaunched if begin <= float(d["ts"]) <= end]
         if not work:
             activities.append(CallActivity(index, 0.0, 0.0, 0, frozenset()))
             continue

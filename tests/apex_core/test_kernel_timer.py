@@ -54,6 +54,22 @@ def test_work_on_other_streams_and_copies_count_and_span_covers_the_gaps():
     assert activity.kernels == 2 and activity.streams == frozenset({7, 9})
 
 
+def test_a_graph_launched_where_the_profiler_records_no_launch_counts_in_the_call_it_starts_in():
+    # as XLA's command buffers read at the large profile on an H100 (scripts/dev/jax_trace.py): every
+    # kernel of a call under one correlation id that no host event carries, inside the call's range
+    events = [
+        event("user_annotation", "apex_call_0", 300, 7500),
+        event("kernel", "memcpy32_post", 2600, 938, correlation=2, stream=14),
+        event("kernel", "input_scatter_fusion", 5500, 2034, correlation=2, stream=14),
+        event("user_annotation", "apex_call_1", 7950, 5400),
+        event("kernel", "memcpy32_post", 8160, 938, correlation=11, stream=14),
+        event("cuda_runtime", "cudaDeviceSynchronize", 18800, 24, correlation=30),
+    ]
+    first, second = call_activities(events)
+    assert (first.kernels, first.busy_ms) == (2, pytest.approx(2.972))
+    assert (second.kernels, second.busy_ms) == (1, pytest.approx(0.938))
+
+
 def test_a_call_without_device_work_reads_zero_kernels():
     (activity,) = call_activities([event("user_annotation", "apex_call_3", 0, 10)])
     assert activity.index == 3 and activity.kernels == 0 and activity.busy_ms == 0
