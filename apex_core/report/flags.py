@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from apex_core.doctor import physics_gbps
 from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5
@@ -36,8 +37,6 @@ P50_OVER_MIN_LIMIT = 1.5
 FLAGS = ("noisy", "p50_over_min", "launch_bound", "throttled", "faster_than_physics",
          "no_device_work", "below_timer_floor", "few_samples")
 STRICT_FLAGS = ("faster_than_physics",)
-# where NVML gives no peak: a copy reaches 80-86 % of it (H100 80GB HBM3: 2866 of 3352 GB/s)
-COPY_HEADROOM = 1.25
 
 
 def is_launch_bound(timing: Timing) -> bool | None:
@@ -163,17 +162,6 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
             flags.append("faster_than_physics")
     return flags
 
-
-def physics_gbps(facts: Mapping[str, Any]) -> float | None:
-    """The bandwidth no cell's minimal bytes can beat: the memory's peak (NVML's clock times bus
-    width), else the measured copy's with ``COPY_HEADROOM``. The copy itself is no bound: honest
-    streaming kernels that read more than they write beat it (H100, large profile: fusiongate at
-    3050 GB/s against a copy of 2866 GB/s, under the peak of 3352)."""
-    if facts.get("dram_peak_gbps"):
-        return float(facts["dram_peak_gbps"])
-    if facts.get("copy_gbps"):
-        return float(facts["copy_gbps"]) * COPY_HEADROOM
-    return None
 
 
 def strict_failures(cells: list[CellResult], environment: dict[str, Any], config: dict[str, Any]) -> list[str]:

@@ -4,9 +4,10 @@ import attrs
 import pytest
 
 from apex_core.api import run
+from apex_core.doctor import COPY_HEADROOM, physics_gbps
 from apex_core.interfaces import Prepared
 from apex_core.registry import Registry
-from apex_core.report.flags import COPY_HEADROOM, cell_flags, physics_gbps, strict_failures
+from apex_core.report.flags import cell_flags, strict_failures
 from apex_core.report.markdown import render_markdown
 from apex_core.report.writer import ReportWriter
 from apex_core.results import CellResult, Derived, Report, Status, Telemetry, Timing
@@ -84,8 +85,8 @@ def test_the_memory_peak_is_nvmls_clock_times_bus_width_and_advice_names_it(monk
 
     from apex_core import doctor, telemetry
 
-    fake = types.SimpleNamespace(NVML_CLOCK_MEM=2, nvmlDeviceGetMaxClockInfo=lambda h, kind: 2619 if kind == 2 else 0,
-                                 nvmlDeviceGetMemoryBusWidth=lambda h: 5120)
+    fake = types.SimpleNamespace(NVML_CLOCK_MEM=2, nvmlDeviceGetMemoryBusWidth=lambda h: 5120,
+                                 nvmlDeviceGetMaxClockInfo=lambda h, kind: 2619 if kind == 2 else 0)
     monkeypatch.setattr(telemetry, "start_nvml", lambda: (fake, ""))
     monkeypatch.setattr(telemetry, "device_handle", lambda nvml, index: "handle")
     monkeypatch.setattr("torch.cuda.current_device", lambda: 0)

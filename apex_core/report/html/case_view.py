@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apex_core.report.flags import COPY_HEADROOM, FlagFacts, flag_note
+from apex_core.doctor import COPY_HEADROOM
+from apex_core.report.flags import FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
