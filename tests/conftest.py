@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ import pytest
 # imports triton, and it is the same for every test whatever the order the tests run in: a
 # test that needs it off passes its own environment to the process it starts.
 os.environ["TRITON_INTERPRET"] = "1"
+# A run records itself in $APEX_BENCH_HISTORY, else artifacts/history.sqlite under the folder it
+# runs in: tests that run the CLI from the checkout would write into its history. Every test
+# process gets a history of its own; a test about the default path names its own environment.
+_HISTORY_FOLDER = Path(tempfile.mkdtemp(prefix="apex-bench-test-history-"))
+os.environ["APEX_BENCH_HISTORY"] = str(_HISTORY_FOLDER / "history.sqlite")
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCE = ROOT / "tests" / "plugins"
