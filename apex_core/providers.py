@@ -16,14 +16,21 @@ started the run (``apex_core.config_file`` holds the variables the CLI exports).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from apex_core.errors import describe_exception
 
-if TYPE_CHECKING:
-    from apex_core.registry import FoundPlugin
+
+@attrs.frozen
+class FoundPlugin:
+    """One entry point as discovered: its loaded class or the reason it failed."""
+
+    name: str
+    source: str
+    plugin: Any = None
+    error: str = ""
 
 
 @attrs.frozen
@@ -55,8 +62,6 @@ def expand_providers(found: list[FoundPlugin]) -> list[FoundPlugin]:
     A provider that fails to import, raises, or returns something other than a mapping becomes
     one entry named after its entry point, with the reason.
     """
-    from apex_core.registry import FoundPlugin
-
     plugins: list[FoundPlugin] = []
     for provider in found:
         if provider.error:
@@ -78,8 +83,6 @@ def expand_providers(found: list[FoundPlugin]) -> list[FoundPlugin]:
 
 
 def _as_found(name: str, entry: Any, provider_source: str) -> FoundPlugin:
-    from apex_core.registry import FoundPlugin
-
     if not isinstance(entry, Provided):
         entry = Provided(entry)
     source = f"{entry.source} via {provider_source}" if entry.source else provider_source

@@ -14,11 +14,10 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import attrs
-
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, Workload
 from apex_core.plugin_api import check_plugin
+from apex_core.providers import FoundPlugin, expand_providers
 from apex_core.results import PluginDeprecation, PluginRow
 
 log = logging.getLogger(__name__)
@@ -31,16 +30,6 @@ WORKLOAD_PROVIDER_GROUP = "apex_bench.workload_providers"
 
 # Stands for every backend (or workload); other group names come from ``Backend.aliases``.
 ALL = "all"
-
-
-@attrs.frozen
-class FoundPlugin:
-    """One entry point as discovered: its loaded class or the reason it failed."""
-
-    name: str
-    source: str
-    plugin: Any = None
-    error: str = ""
 
 
 def _source_of(entry_point: Any) -> str:
@@ -170,8 +159,6 @@ class Registry:
         ``provider_loader`` loads the provider groups; by default the entry-point loader does,
         unless ``loader`` was replaced (a test's fake loader then describes the whole registry).
         """
-        from apex_core.providers import expand_providers
-
         if provider_loader is None:
             provider_loader = loader if loader is load_entry_points else (lambda _group: [])
         found_backends = loader(BACKEND_GROUP) + expand_providers(provider_loader(BACKEND_PROVIDER_GROUP))

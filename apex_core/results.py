@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from apex_core.stats import Stats
+
 
 class Status(enum.StrEnum):
     """What happened to one cell of the workload x backend cross-product."""
@@ -148,32 +150,6 @@ class Accuracy:
     @property
     def max_abs_error(self) -> float:
         return max((o.max_abs_error for o in self.outputs), default=0.0)
-
-
-@attrs.frozen
-class Stats:
-    """Summary statistics of a list of timing samples, in milliseconds.
-
-    Percentiles use linear interpolation between closest ranks (the method numpy
-    calls "linear", Hyndman & Fan type 7) everywhere in apex-bench.
-    """
-
-    n: int
-    mean: float
-    std: float
-    min: float
-    max: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-    cv: float  # std / mean
-
-    @classmethod
-    def from_samples(cls, samples_ms: tuple[float, ...] | list[float]) -> Stats:
-        from apex_core.stats import summarize
-
-        return summarize(samples_ms)
 
 
 @attrs.frozen

@@ -9,7 +9,31 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from apex_core.results import Stats
+import attrs
+
+
+@attrs.frozen
+class Stats:
+    """Summary statistics of a list of timing samples, in milliseconds.
+
+    Percentiles use linear interpolation between closest ranks (the method numpy
+    calls "linear", Hyndman & Fan type 7) everywhere in apex-bench.
+    """
+
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    cv: float  # std / mean
+
+    @classmethod
+    def from_samples(cls, samples_ms: tuple[float, ...] | list[float]) -> Stats:
+        return summarize(samples_ms)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
