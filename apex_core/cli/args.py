@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import sys
-from typing import NoReturn
 
 from apex_core.cli.history_args import add_history_args
 from apex_core.cli.model_args import add_model_args
 from apex_core.cli.scale_args import add_scale_args
+from apex_core.cli.subcommands import SUBCOMMANDS
+from apex_core.cli.values import (
+    OneLineParser,
+    fraction,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
+    seconds,
+    seed,
+)
 from apex_core.correctness import DTYPES
-from apex_core.errors import printable
 from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
 from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
@@ -30,90 +36,10 @@ exit codes:
 
 def subcommands_epilog() -> str:
     """The subcommands line of ``apex-bench --help``, from the dispatch table itself."""
-    from apex_core.cli.main import SUBCOMMANDS
-
     return f"subcommands: {', '.join(SUBCOMMANDS)} (apex-bench SUBCOMMAND --help)\n"
 
 
 EXIT_CODES = f"{_EXIT_CODES}\n{subcommands_epilog()}"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line on stderr and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        # control characters from the command line are escaped, never echoed raw
-        sys.stderr.write(f"{self.prog}: error: {printable(message)}\n")
-        sys.exit(2)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
-# no duration a person means is longer than a week; beyond it timers and queues overflow
-MAX_SECONDS = 7 * 24 * 3600.0
-SEED_MAX = 2**63 - 1
-
-
-def seconds(text: str, allow_zero: bool = True) -> float:
-    """A finite duration in seconds, >= 0 (or > 0), at most a week."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise argparse.ArgumentTypeError(f"must be {'>=' if allow_zero else '>'} 0, got {value}")
-    if value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} s (a week), got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    return seconds(text, allow_zero=False)
-
-
-def seed(text: str) -> int:
-    value = non_negative_int(text)
-    if value > SEED_MAX:
-        raise argparse.ArgumentTypeError(f"must be below 2**63, got a {len(str(value))}-digit number")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A number strictly between 0 and 1 (the noise target)."""
-    value = positive_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be below 1, got {value}")
-    return value
 
 
 def plugin_library(text: str) -> str:

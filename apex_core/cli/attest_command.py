@@ -19,7 +19,7 @@ import attrs
 
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.io import open_regular_file, parse_json, read_regular_file
-from apex_core.cli.args import OneLineParser
+from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.report.writer import atomic_write_text, check_writable
 from apex_core.results import FAILING_STATUSES

@@ -17,7 +17,7 @@ from apex_core.baseline.artifacts import render_markdown, render_rows, summary_r
 from apex_core.baseline.compare import check_environment, compare
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
-from apex_core.cli.args import OneLineParser
+from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.report.writer import atomic_write_text, check_writable
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from apex_core.cli.args import OneLineParser
+from apex_core.cli.values import OneLineParser
 from apex_core.report.writer import atomic_write_text, check_writable
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apex_core.cli.args import OneLineParser
+from apex_core.cli.values import OneLineParser
 from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
 from apex_core.environment import package_version

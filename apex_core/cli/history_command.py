@@ -7,7 +7,7 @@ import json
 import math
 from collections import defaultdict
 
-from apex_core.cli.args import OneLineParser, positive_int
+from apex_core.cli.values import OneLineParser, positive_int
 from apex_core.history import (
     DEFAULT_TIMEOUT_S,
     HISTORY_ENV_VAR,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apex_core.cli.args import OneLineParser, positive_int
 from apex_core.cli.history_command import add_history_options, open_history
+from apex_core.cli.values import OneLineParser, positive_int
 from apex_core.history import text as render
 from apex_core.history.queries import one_environment
 

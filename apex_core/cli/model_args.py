@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from apex_core.cli.values import positive_int
 from apex_core.engine.input_shape import ALIAS, FLAG, InputShape, parse_input_shape
 from apex_core.engine.sweep import RUNTIMES
 from apex_core.errors import UsageError
@@ -37,7 +38,6 @@ def add_shape_args(group: argparse._ArgumentGroup) -> None:
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The main run's model group: a model file run through the engine workload."""
-    from apex_core.cli.args import positive_int
     from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 
     group = parser.add_argument_group(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apex_core.cli.args import OneLineParser, positive_float
+from apex_core.cli.values import OneLineParser, positive_float
 from apex_core.history import DEFAULT_TIMEOUT_S
 from apex_core.report.writer import check_distinct, check_writable
 

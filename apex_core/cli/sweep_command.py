@@ -18,20 +18,13 @@ from typing import TextIO
 
 import attrs
 
-from apex_core.cli.args import (
-    OneLineParser,
-    _comma_list,
-    add_gate_args,
-    add_sampling_args,
-    positive_int,
-    positive_seconds,
-    seed,
-)
+from apex_core.cli.args import _comma_list, add_gate_args, add_sampling_args
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.model_args import add_shape_args
 from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
+from apex_core.cli.values import OneLineParser, positive_int, positive_seconds, seed
 from apex_core.engine.sweep import (
     RUNTIMES,
     SUFFIX_RUNTIMES,
