@@ -19,7 +19,7 @@ from apex_core.baseline.io import gate_environment_key, load_baseline, load_repo
 from apex_core.baseline.model import Baseline, CompareSummary
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
-from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.report.files import atomic_write_text, check_writable
 
 EXIT_CODES = """\
 exit codes:

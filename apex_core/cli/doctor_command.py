@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from apex_core.cli.values import OneLineParser
-from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.report.files import atomic_write_text, check_writable
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from apex_core.interfaces import Workload
 from apex_core.params import parse_overrides
 from apex_core.plan import check_profile, params_for
 from apex_core.registry import Registry
-from apex_core.report.writer import atomic_write_text, check_writable
+from apex_core.report.files import atomic_write_text, check_writable
 from apex_core.results import Case
 
 MANIFEST = "manifest.json"

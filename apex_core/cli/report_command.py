@@ -13,7 +13,7 @@ from pathlib import Path
 
 from apex_core.cli.values import OneLineParser, positive_float
 from apex_core.history import DEFAULT_TIMEOUT_S
-from apex_core.report.writer import check_distinct, check_writable
+from apex_core.report.files import check_distinct, check_writable
 
 
 def build_parser() -> OneLineParser:

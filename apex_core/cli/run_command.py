@@ -26,7 +26,8 @@ from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
 from apex_core.report.autotune import summarize_autotune
-from apex_core.report.writer import ReportWriter, check_distinct, check_writable, html_output
+from apex_core.report.files import check_distinct, check_writable
+from apex_core.report.writer import ReportWriter, html_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.runner import run_plan, utc_now
 from apex_core.timing import DEFAULT_PLACEMENTS, TimingOptions

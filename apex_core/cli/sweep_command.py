@@ -35,7 +35,8 @@ from apex_core.engine.sweep import (
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
-from apex_core.report.writer import atomic_write_text, record_json
+from apex_core.report.files import atomic_write_text
+from apex_core.report.writer import record_json
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
 from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 

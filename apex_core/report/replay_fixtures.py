@@ -135,7 +135,7 @@ def _check(folder: Path, names: list[str]) -> int:
 
 
 def _write(folder: Path, names: list[str]) -> int:
-    from apex_core.report.writer import atomic_write_text
+    from apex_core.report.files import atomic_write_text
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:

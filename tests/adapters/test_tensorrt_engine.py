@@ -28,7 +28,7 @@ from adapters.tensorrt_engine import NO_ENGINE, EngineOptions, TensorRTEngineBac
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
 from apex_core.errors import UsageError
 from apex_core.registry import Registry
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from tests.conftest import run_cli
 
 TRT_MISSING = "tensorrt not installed (pip install tensorrt; needs NVIDIA's package index)"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 
 FAST = ["--min-time", "0.02", "--max-time", "0.2", "--warmup", "2"]
 

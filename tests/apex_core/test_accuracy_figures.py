@@ -16,7 +16,8 @@ from apex_core.interfaces import Backend, Prepared
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
 from apex_core.report.records import cell_record
-from apex_core.report.writer import report_json, validate_report
+from apex_core.report.schema import validate_report
+from apex_core.report.writer import report_json
 from apex_core.results import Availability, Tolerance
 from apex_core.runner import run_plan
 from apex_core.timing import TimingOptions

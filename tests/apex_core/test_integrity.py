@@ -17,7 +17,7 @@ import torch
 import apex_core
 from apex_core import integrity
 from apex_core.registry import Registry
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.results import FAILING_STATUSES, Status, Timing
 from apex_core.spot_checks import SpotChecks, plain_outputs, plan_spots
 from apex_core.stats import summarize

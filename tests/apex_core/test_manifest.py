@@ -14,7 +14,7 @@ import apex_core
 from apex_core.registry import Registry
 from apex_core.report import fingerprint, manifest, replay_fixtures
 from apex_core.report.records import report_record
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.timing import TimingOptions
 from tests.conftest import ROOT, run_cli
 

@@ -19,7 +19,7 @@ from apex_core.plan import build_plan
 from apex_core.registry import Registry
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.results import Status
 from apex_core.timing import TimingOptions
 from tests.apex_core.fakes import Axpy, Eager

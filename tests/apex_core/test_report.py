@@ -6,9 +6,11 @@ import pytest
 
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
+from apex_core.report.files import atomic_write_text
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
-from apex_core.report.writer import atomic_write_text, report_json, validate_report
+from apex_core.report.schema import validate_report
+from apex_core.report.writer import report_json
 from apex_core.runner import run_plan
 from apex_core.timing import TimingOptions
 from tests.apex_core.fakes import Axpy, Eager, Raising, Unavailable

@@ -19,7 +19,8 @@ from apex_core.report.html.inputs import ReportInputs, RunInput
 from apex_core.report.html.page import render_html
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
-from apex_core.report.writer import ReportWriter, report_schema
+from apex_core.report.schema import report_schema
+from apex_core.report.writer import ReportWriter
 from apex_core.results import Report, Status
 from tests.apex_core.report_strategies import reports, runs_of_one_build
 

@@ -15,7 +15,7 @@ from apex_core.plan import PlannedCell
 from apex_core.report.autotune import summarize_autotune
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.results import Case, CellResult, DeviceInfo, Report, Status
 from apex_core.sharding import MAX_START_FAILURES, CellBook, Slot, SlotState, retired_reason, run_slots
 from apex_core.workers import WorkerStartError

@@ -15,7 +15,7 @@ from apex_core.engine.shape_case import parse_shape_case
 from apex_core.engine.sweep_report import sweep_markdown, sweep_record
 from apex_core.errors import UsageError
 from apex_core.report.records import cell_record
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.results import Case, Status
 from apex_core.timing import TimingOptions
 from apex_core.workloads.engine_file import NO_REFERENCE, EngineParams, EngineWorkload, case_seed, random_feeds

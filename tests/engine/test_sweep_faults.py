@@ -11,7 +11,7 @@ import json
 import pytest
 
 from apex_core.cli.main import main
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from tests.engine.test_sweep import export_image_model
 
 pytest.importorskip("onnxruntime")

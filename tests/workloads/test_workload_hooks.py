@@ -92,7 +92,7 @@ def test_free_text_units_reach_the_report():
     record = cell_record(report.cells[0])
     assert record["units"] == "samples" and record["samples_per_s"] > 0
     from apex_core.report.records import report_record
-    from apex_core.report.writer import validate_report
+    from apex_core.report.schema import validate_report
 
     validate_report(report_record(attrs.evolve(report, status="complete")))
     for bad in ("Tiles", "tiles per s", "", "x" * 41):

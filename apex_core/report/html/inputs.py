@@ -19,7 +19,7 @@ from apex_core.baseline.model import Baseline
 from apex_core.errors import UsageError
 from apex_core.history import HistoryError, HistoryStore, RunSummary, SeriesPoint, environment_identity
 from apex_core.report.records import SCHEMA_VERSION
-from apex_core.report.writer import report_schema
+from apex_core.report.schema import report_schema
 
 # the trend plots follow this many runs of each cell at most
 TREND_RUNS = 200

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from apex_core.report.files import atomic_write_text
 from apex_core.report.html.assets import ERROR_TRAP, SCRIPT, STYLE
 from apex_core.report.html.case_view import case_section
 from apex_core.report.html.cells import case_groups, report_cells
@@ -21,7 +22,6 @@ from apex_core.report.html.side_by_side import side_by_side_section
 from apex_core.report.html.svg import backend_colours, esc
 from apex_core.report.html.trends import history_section
 from apex_core.report.markdown import REFERENCE_BACKEND
-from apex_core.report.writer import atomic_write_text
 
 
 def _subject_tags(inputs: ReportInputs) -> tuple[str, ...]:

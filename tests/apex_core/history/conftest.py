@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from apex_core.stats import summarize
 
 ZERO_SHA = "0" * 64

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from apex_core.cli.main import main as cli_main
-from apex_core.report.writer import validate_report
+from apex_core.report.schema import validate_report
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures"
