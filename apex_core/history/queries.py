@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
 
 from apex_core.errors import UsageError
 from apex_core.history.errors import HistoryError
@@ -12,8 +14,13 @@ from apex_core.history.leaderboard import build_leaderboard
 from apex_core.history.model import Leaderboard, SeriesPoint
 from apex_core.history.rows import METRIC_COLUMNS
 
-if TYPE_CHECKING:
-    from apex_core.history.store import HistoryStore
+
+class HistoryStore(Protocol):
+    """What the queries read of apex_core.history.store.HistoryStore, which calls them."""
+
+    path: Path
+
+    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 METRIC_ALIASES = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "min": "min_ms",
                   "mean": "mean_ms", "throughput": "units_per_s", "memory": "peak_memory_mb",

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from apex_core.history.errors import HistoryError
 from apex_core.history.model import RunSummary
 
-if TYPE_CHECKING:
-    from apex_core.history.store import HistoryStore
+
+class HistoryStore(Protocol):
+    """What resolving reads of apex_core.history.store.HistoryStore, which calls it."""
+
+    path: Path
+
+    def runs(self, environment_key: str | None = None, tag: str | None = None, commit: str | None = None,
+             limit: int | None = None, run_id: int | None = None) -> tuple[RunSummary, ...]: ...
+
+    def tags(self) -> tuple[str, ...]: ...
+
+    def commits(self) -> tuple[str, ...]: ...
 
 _COMMIT_PREFIX = re.compile(r"[0-9a-fA-F]{4,40}")
 _SHOWN = 5  # suggestions in an error message

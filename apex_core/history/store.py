@@ -26,6 +26,8 @@ from apex_core.history.connection import (
 from apex_core.history.errors import HistoryError
 from apex_core.history.model import CellMetrics, Leaderboard, RunSummary, SeriesPoint, StoredRun
 from apex_core.history.paths import HISTORY_ENV_VAR, default_history_path
+from apex_core.history.queries import leaderboard_query, series_query
+from apex_core.history.resolve import resolve_spec
 from apex_core.history.schema import migrate
 
 EnvironmentRef = Mapping[str, Any] | str | None
@@ -219,8 +221,6 @@ class HistoryStore:
         form except a run id. Raises ``HistoryError`` listing the nearest tags and commits when
         nothing matches, and when a commit prefix names several commits.
         """
-        from apex_core.history.resolve import resolve_spec
-
         return resolve_spec(self, spec, environment_filter(environment_key))
 
     def series(self, metric: str, *, workload: str | None = None, case: str | None = None,
@@ -231,8 +231,6 @@ class HistoryStore:
         ``metric`` is a cells column (``p50_ms``, ``gbps``, ...) or a short name (``p50``, ``energy``);
         points of different cells or environments are told apart by ``SeriesPoint.cell_key``.
         """
-        from apex_core.history.queries import series_query
-
         return series_query(self, metric, dict(workload=workload, case_name=case, backend=backend,
                                                dtype=dtype, device=device),
                             environment_filter(environment_key), limit)
@@ -245,8 +243,6 @@ class HistoryStore:
         there; the overall rank is the geometric mean of p50 / the group's fastest p50 over the
         groups where at least two backends ran (see docs/history.md).
         """
-        from apex_core.history.queries import leaderboard_query
-
         return leaderboard_query(self, environment_filter(environment_key), workload, last)
 
     def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
