@@ -1,6 +1,6 @@
 """A model file run as it is, from the command line: ``--model`` / ``sweep`` with ``--input-shape``.
 
-The model (tests/engine/foreign_model.py) has inputs named like no workload, a named and an
+The model (tests/apex_core/engine/foreign_model.py) has inputs named like no workload, a named and an
 unnamed open dimension; ONNX Runtime runs it on the CPU. Every mistake is one line on stderr
 and exit code 2 before any cell; TensorRT is not installed here, so a serialized engine stops
 with its probe's reason.
@@ -12,9 +12,9 @@ import pytest
 from apex_core.cli.main import main
 from apex_core.workloads.engine_file import NO_REFERENCE
 from tests.apex_core.cli.cli_helpers import one_line_error
+from tests.apex_core.engine.foreign_model import build_model
 from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
-from tests.engine.foreign_model import build_model
 from tests.markdown_helpers import note_number
 
 pytest.importorskip("onnxruntime")
@@ -130,7 +130,7 @@ def test_run_flags_that_do_not_go_with_a_model(tmp_path, models, capsys, args, f
 
 
 def test_an_engine_with_input_shapes_needs_tensorrt(tmp_path, capsys):
-    from tests.engine.test_sweep import tensorrt_reason
+    from tests.apex_core.engine.test_sweep import tensorrt_reason
 
     reason = tensorrt_reason()
     if not reason:

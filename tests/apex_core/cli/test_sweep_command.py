@@ -6,9 +6,9 @@ import pytest
 
 from apex_core.cli.main import main
 from tests.apex_core.cli.cli_helpers import one_line_error
+from tests.apex_core.engine.test_sweep import export_image_model, export_reshape_model
 from tests.apex_core.isolation_helpers import load
 from tests.conftest import run_cli
-from tests.engine.test_sweep import export_image_model, export_reshape_model
 
 pytest.importorskip("onnxruntime")
 
@@ -108,7 +108,7 @@ def test_unknown_suffix_and_missing_tensorrt(tmp_path, model, capsys):
     assert "cannot tell the runtime from the suffix '.bin'" in one_line_error(capsys)
     assert sweep(tmp_path, renamed, "--runtime", "onnxruntime", "--shape-case", "x=1x3x8x8;idx=1x4") == 0
     capsys.readouterr()
-    from tests.engine.test_sweep import tensorrt_reason
+    from tests.apex_core.engine.test_sweep import tensorrt_reason
 
     reason = tensorrt_reason()
     if reason:

@@ -11,7 +11,7 @@ from apex_core.correctness import upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.results import Work
 from apex_core.workloads.tilessm_scan import TileSSMScan, ssm_scan
-from tests.workloads.loops import ssm_scan_loop
+from tests.apex_core.workloads.loops import ssm_scan_loop
 
 WORKLOAD = TileSSMScan()
 PARAM_NAMES = ("decay", "input_gain", "output_gain", "state_bias")

@@ -9,7 +9,7 @@ from apex_core.correctness import upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.results import Work
 from apex_core.workloads.tile_stage1 import TileStage1, tile_stage1
-from tests.workloads.loops import tile_stage1_loop
+from tests.apex_core.workloads.loops import tile_stage1_loop
 
 WORKLOAD = TileStage1()
 NAMES = ("x", "idx", "vs", "vb", "gs", "gb")

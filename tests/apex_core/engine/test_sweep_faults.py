@@ -12,7 +12,7 @@ import pytest
 
 from apex_core.cli.main import main
 from apex_core.report.schema import validate_report
-from tests.engine.test_sweep import export_image_model
+from tests.apex_core.engine.test_sweep import export_image_model
 
 pytest.importorskip("onnxruntime")
 

@@ -9,7 +9,7 @@ from apex_core.correctness import upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.results import Work
 from apex_core.workloads.tileunpack import NUM_LEVELS, TileUnpack, tile_origins, tileunpack
-from tests.workloads.loops import unpack_blend_loop, unpack_override_loop
+from tests.apex_core.workloads.loops import unpack_blend_loop, unpack_override_loop
 
 WORKLOAD = TileUnpack()
 # batch 2 and 3 channels on a non-square 8 x 12 map of 6 tiles of 4 x 4

@@ -9,7 +9,7 @@ from apex_core.correctness import upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.results import Work
 from apex_core.workloads.tilepack import TilePack, tilepack
-from tests.workloads.loops import tilepack_loop
+from tests.apex_core.workloads.loops import tilepack_loop
 
 WORKLOAD = TilePack()
 

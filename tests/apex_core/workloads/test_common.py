@@ -16,7 +16,7 @@ from apex_core.workloads.tile_stage1 import TileStage1
 from apex_core.workloads.tilepack import TilePack
 from apex_core.workloads.tilessm_scan import TileSSMScan
 from apex_core.workloads.tileunpack import TileUnpack
-from tests.workloads.host_sync import ForbidHostSync
+from tests.apex_core.workloads.host_sync import ForbidHostSync
 
 WORKLOADS = (TilePack(), TileUnpack(), FusionGate(), TileSSMScan(), TileStage1())
 SMOKE_CASES = [pytest.param(w, case, id=case.id) for w in WORKLOADS for case in w.cases(w.make_params("smoke"))]

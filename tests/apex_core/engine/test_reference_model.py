@@ -10,7 +10,7 @@ from apex_core.results import Status
 from apex_core.runner import run_plan
 from apex_core.timing import TimingOptions
 from apex_core.workloads.engine_file import NO_REFERENCE, EngineWorkload
-from tests.engine.foreign_model import build_model
+from tests.apex_core.engine.foreign_model import build_model
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")

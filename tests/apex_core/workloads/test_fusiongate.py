@@ -11,7 +11,7 @@ from apex_core.correctness import upcast_inputs
 from apex_core.errors import ParamError
 from apex_core.results import Work
 from apex_core.workloads.fusiongate import FusionGate, fusion_gate
-from tests.workloads.loops import fusion_gate_loop
+from tests.apex_core.workloads.loops import fusion_gate_loop
 
 WORKLOAD = FusionGate()
 NAMES = ("boundary", "uncertainty", "base", "detail", "wb", "wu", "bias")

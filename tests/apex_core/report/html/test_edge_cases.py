@@ -6,7 +6,7 @@ from typing import Any
 
 from apex_core.report.html import ReportInputs, RunInput, render_html
 from tests.apex_core.history.conftest import make_report, ok_cell, skipped_cell
-from tests.apex_core.report_html.sources import Evaluator, check_numbers
+from tests.apex_core.report.html.sources import Evaluator, check_numbers
 
 
 def odd_cells() -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.errors import InputValidationError, ParamError
 from apex_core.workloads.ff_infer import FFInfer, FFInferParams, level_weights
-from tests.workloads.host_sync import ForbidHostSync
+from tests.apex_core.workloads.host_sync import ForbidHostSync
 
 WORKLOAD = FFInfer()
 SMOKE = WORKLOAD.make_params("smoke")

@@ -7,8 +7,8 @@ from typing import Any
 
 from apex_core.history import HistoryStore, change_points
 from apex_core.report.html.numbers import pointer
-from tests.apex_core.report_html.conftest import HISTORY_RUNS, STEP_AT, STEP_CELL
-from tests.apex_core.report_html.sources import Evaluator, NumberCollector, change_markers, check_numbers
+from tests.apex_core.report.html.conftest import HISTORY_RUNS, STEP_AT, STEP_CELL
+from tests.apex_core.report.html.sources import Evaluator, NumberCollector, change_markers, check_numbers
 
 
 def checked(full_report: dict[str, Any]) -> NumberCollector:

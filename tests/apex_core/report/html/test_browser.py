@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from apex_core.cli.main import main as cli_main
-from tests.apex_core.report_html.browser import Chromium, find_browser
-from tests.apex_core.report_html.sources import collect
+from tests.apex_core.report.html.browser import Chromium, find_browser
+from tests.apex_core.report.html.sources import collect
 
 OPEN_LIMIT_S = 2.0
 SIZE_LIMIT = 5 * 2**20

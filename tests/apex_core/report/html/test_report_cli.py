@@ -10,7 +10,7 @@ import pytest
 
 from apex_core.history import HistoryStore
 from tests.apex_core.history.conftest import make_report, ok_cell
-from tests.apex_core.report_html.sources import collect
+from tests.apex_core.report.html.sources import collect
 from tests.conftest import run_cli
 
 
