@@ -17,12 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from apex_core.baseline.io import load_report
 from apex_core.errors import UsageError
+from apex_core.history import (
+    HistoryError,
+    HistoryStore,
+    check_history_path,
+    check_tag,
+    environment_identity,
+    git_revision,
+)
 
 
 def _tag(text: str) -> str:
-    from apex_core.history import check_tag
-
     try:
         return check_tag(text)
     except UsageError as exc:
@@ -43,16 +50,12 @@ def add_history_args(parser: argparse.ArgumentParser) -> None:
 def check_history_target(args: Any) -> None:
     """Before any cell runs: a ``--history`` (or $APEX_BENCH_HISTORY) that names a folder or a
     device is a usage error now, not a failure after the whole run (``HistoryError``, exit 2)."""
-    from apex_core.history import check_history_path
-
     if not getattr(args, "no_history", False):
         check_history_path(args.history)
 
 
 def record_run(args: Any, json_path: Path) -> int:
     """Record the finished report; 0, or 2 with one line when the history cannot take it."""
-    from apex_core.history import HistoryError, HistoryStore, git_revision
-
     if getattr(args, "no_history", False):
         return 0
     try:
@@ -79,9 +82,6 @@ def baseline_reports_from_history(history_path: str | None, spec: str, currents:
     """The complete runs of the history matching ``spec`` in the environment of ``currents`` (the
     current runs themselves left out), loaded as the gate loads report files: each is written
     under ``work_dir`` so that any error names a file."""
-    from apex_core.baseline.io import load_report
-    from apex_core.history import HistoryError, HistoryStore, environment_identity
-
     first = json.loads(Path(currents[0].path).read_text(encoding="utf-8"))
     key, _ = environment_identity(first)
     ours = {(c.suite, c.timestamp_utc) for c in currents}
