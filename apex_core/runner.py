@@ -14,7 +14,7 @@ from typing import Any
 from apex_core.cell import CellSpec, execute_cell
 from apex_core.devices import pinning_env
 from apex_core.doctor import BackgroundFacts
-from apex_core.environ import overlaid_environ
+from apex_core.env_vars import overlaid_environ
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, describe_exception
 from apex_core.interfaces import warms_caches

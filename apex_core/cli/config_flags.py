@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.config_file import CONFIG_ENV, DISCOVER_ENV, config_path, discover_folders, read_config
-from apex_core.environ import overlaid_environ
+from apex_core.env_vars import overlaid_environ
 from apex_core.errors import UsageError, printable
 
 
