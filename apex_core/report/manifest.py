@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from apex_core.correctness import DTYPES, reference_dtype, upcast_inputs
+from apex_core.report.fingerprint import tensors_fingerprint
+from apex_core.results import Case, CellResult
+
 if TYPE_CHECKING:
     import torch
 
     from apex_core.interfaces import Workload
-    from apex_core.results import CellResult
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +108,6 @@ def single_thread() -> Iterator[None]:
 
 def case_from_record(workload: Workload, case_name: str, params: Mapping[str, Any]) -> Any:
     """A cell record's case, rebuilt from its name and the ``params`` the record carries."""
-    from apex_core.results import Case
-
     return Case(workload.name, case_name, workload.params_type(**params))
 
 
@@ -115,8 +116,6 @@ def reference_outputs(workload: Workload, case: Any, inputs: Mapping[str, torch.
     """The reference as the checks run it on the CPU: on the inputs upcast to float64."""
     import torch
 
-    from apex_core.correctness import reference_dtype, upcast_inputs
-
     with single_thread(), torch.no_grad():
         return dict(workload.reference(case, upcast_inputs(inputs, reference_dtype("cpu"))))
 
@@ -124,8 +123,6 @@ def reference_outputs(workload: Workload, case: Any, inputs: Mapping[str, torch.
 def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
                        seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """One cell's timed inputs for ``seed`` (made on the CPU) and the CPU reference outputs."""
-    from apex_core.correctness import DTYPES
-
     case = case_from_record(workload, case_name, params)
     inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
     return inputs, reference_outputs(workload, case, inputs)
@@ -155,9 +152,6 @@ class Artifact:
 def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtype: str,
              seed: int) -> Artifact:
     """The :class:`Artifact` of one (workload, case, dtype) at ``seed``, computed once per process."""
-    from apex_core.correctness import DTYPES
-    from apex_core.report.fingerprint import tensors_fingerprint
-
     key = (workload, case_name, canonical_json(dict(params)), dtype, seed)
     if key not in _ARTIFACT_CACHE:
         try:
