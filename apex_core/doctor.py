@@ -2,8 +2,7 @@
 
 ``device_facts`` runs once per run (into the report's environment) and by ``apex-bench
 doctor``: the copy bandwidth and the memory's peak (NVML) that "faster than physics" is
-judged against, each CUDA
-method's floor (its time for one empty kernel), the host's cost to launch one kernel,
+judged against, each CUDA method's floor (its time for one empty kernel), the host's cost to launch one kernel,
 and a spin of known cycles read against NVML's SM clock. ``advice`` turns the figures
 into a few lines a person can act on. On a machine without CUDA it says what it cannot
 measure and times only the CPU clock.
@@ -14,6 +13,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from apex_core import telemetry
@@ -84,16 +84,23 @@ def dram_peak_gbps() -> float:
     return 2 * mhz * 1e6 * bits / 8 / 1e9
 
 
-def physics_gbps(facts: dict[str, Any]) -> float | None:
-    """The bandwidth no cell's minimal bytes can beat: the memory's peak (NVML's clock times bus
-    width), else the measured copy's with ``COPY_HEADROOM``. The copy itself is no bound: honest
-    streaming kernels that read more than they write beat it (H100, large profile: fusiongate at
-    3050 GB/s against a copy of 2866 GB/s, under the peak of 3352)."""
+def physics_source(facts: Mapping[str, Any]) -> tuple[str, float] | None:
+    """Which device fact bounds every cell's bandwidth, and the factor it is taken with: the
+    memory's peak (``dram_peak_gbps``, NVML's clock times bus width), else the measured copy
+    (``copy_gbps``) with ``COPY_HEADROOM``. The copy itself is no bound: honest streaming kernels
+    that read more than they write beat it (H100, large profile: fusiongate at 3050 GB/s against
+    a copy of 2866 GB/s, under the peak of 3352)."""
     if facts.get("dram_peak_gbps"):
-        return float(facts["dram_peak_gbps"])
+        return "dram_peak_gbps", 1.0
     if facts.get("copy_gbps"):
-        return float(facts["copy_gbps"]) * COPY_HEADROOM
+        return "copy_gbps", COPY_HEADROOM
     return None
+
+
+def physics_gbps(facts: Mapping[str, Any]) -> float | None:
+    """The bandwidth no cell's minimal bytes can beat (``physics_source``), in GB/s."""
+    source = physics_source(facts)
+    return float(facts[source[0]]) * source[1] if source is not None else None
 
 
 def timer_floors_us() -> dict[str, float | str]:
@@ -148,7 +155,6 @@ def launch_cost_us(calls: int = 2000) -> float:
 def clock_check() -> dict[str, Any]:
     """A spin of known cycles timed with events, against NVML's SM clock."""
     import torch
-
 
     torch.cuda._sleep(1000)  # warm the kernel
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -163,7 +163,6 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
     return flags
 
 
-
 def strict_failures(cells: list[CellResult], environment: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """One line per cell whose flags fail a ``--strict`` run."""
     failures = []

@@ -20,14 +20,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import torch
 
 from apex_core.correctness import DTYPES, reference_dtype, upcast_inputs
 from apex_core.report.fingerprint import tensors_fingerprint
 from apex_core.results import Case, CellResult
 
 if TYPE_CHECKING:
-    import torch
-
     from apex_core.interfaces import Workload
 
 log = logging.getLogger(__name__)
@@ -96,8 +95,6 @@ def tensors_sha256(inputs: Mapping[str, torch.Tensor], outputs: Mapping[str, tor
 @contextlib.contextmanager
 def single_thread() -> Iterator[None]:
     """Run torch on one thread: float64 reductions split across threads differ in the last bit."""
-    import torch
-
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -114,8 +111,6 @@ def case_from_record(workload: Workload, case_name: str, params: Mapping[str, An
 def reference_outputs(workload: Workload, case: Any, inputs: Mapping[str, torch.Tensor]
                       ) -> dict[str, torch.Tensor]:
     """The reference as the checks run it on the CPU: on the inputs upcast to float64."""
-    import torch
-
     with single_thread(), torch.no_grad():
         return dict(workload.reference(case, upcast_inputs(inputs, reference_dtype("cpu"))))
 
@@ -126,13 +121,6 @@ def generate_artifacts(workload: Workload, case_name: str, params: Mapping[str, 
     case = case_from_record(workload, case_name, params)
     inputs = workload.make_inputs(case, "cpu", DTYPES[dtype], seed)
     return inputs, reference_outputs(workload, case, inputs)
-
-
-def torch_float32() -> torch.dtype:
-    """The dtype passed to ``make_inputs`` for a cell dtype outside ``DTYPES`` (an engine file's own)."""
-    import torch
-
-    return torch.float32
 
 
 @attrs.frozen
@@ -156,7 +144,8 @@ def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtyp
     if key not in _ARTIFACT_CACHE:
         try:
             case = case_from_record(workload, case_name, params)
-            inputs = workload.make_inputs(case, "cpu", DTYPES.get(dtype, torch_float32()), seed)
+            # a dtype outside DTYPES is an engine file's own: its inputs take the model's dtypes anyway
+            inputs = workload.make_inputs(case, "cpu", DTYPES.get(dtype, torch.float32), seed)
             # a workload with no reference (an engine file) has only its inputs to pin
             inputs_only = (sum(t.numel() for t in inputs.values()) > REFERENCE_ELEMENT_LIMIT
                            or bool(workload.unchecked_reason(case)))
@@ -210,8 +199,6 @@ def manifest_sha256(seed: int, config_hash: str, artifact_hash: str) -> str:
 
 def hash_platform() -> dict[str, Any]:
     """What the inputs' bits depend on besides the code: torch and its CPU kernel level."""
-    import torch
-
     return {"torch": torch.__version__.split("+")[0],
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": 1}
 

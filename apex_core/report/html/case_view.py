@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apex_core.doctor import COPY_HEADROOM
+from apex_core.doctor import physics_source
 from apex_core.report.flags import FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
@@ -21,13 +21,15 @@ TOP = 12
 
 def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
     """The cell's minimal bytes over the device memory's bandwidth, in ms: no correct call is faster
-    (the bound of the ``faster_than_physics`` flag, apex_core.report.flags.physics_gbps)."""
+    (the bound of the ``faster_than_physics`` flag, apex_core.doctor.physics_source)."""
     if not str(cell.record.get("device") or "").startswith("cuda"):
         return None
-    bound = Q.at(run, cell.doc, "environment", "device_facts", "dram_peak_gbps")
-    if bound is None or bound.value <= 0:
-        copy = Q.at(run, cell.doc, "environment", "device_facts", "copy_gbps")
-        bound = copy.scaled(COPY_HEADROOM) if copy is not None else None
+    environment = run.get("environment")
+    facts = environment.get("device_facts") if isinstance(environment, Mapping) else None
+    source = physics_source(facts) if isinstance(facts, Mapping) else None
+    bound = Q.at(run, cell.doc, "environment", "device_facts", source[0]) if source is not None else None
+    if bound is not None and source is not None and source[1] != 1.0:
+        bound = bound.scaled(source[1])
     moved = cell.field("bytes_moved")
     if bound is None or moved is None or bound.value <= 0 or moved.value <= 0:
         return None
