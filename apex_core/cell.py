@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import torch
 
-from apex_core import clocks, integrity, process_state, spot_checks
+from apex_core import clocks, integrity, process_state, replay_artifacts, spot_checks
 from apex_core.correctness import (
     DTYPES,
     changed_inputs,
@@ -392,6 +392,7 @@ def execute_cell(workload: Workload, backend: Backend, spec: CellSpec) -> CellRe
         wall_time_s=time.perf_counter() - started,
         log=log,
         unchecked=record.get("unchecked", "") if status == Status.OK else "",
+        replay=replay_artifacts.artifact(workload, spec.case, spec.params, spec.dtype, spec.seed),
     )
 
 

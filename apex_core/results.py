@@ -251,6 +251,21 @@ class DeviceUse:
 
 
 @attrs.frozen
+class ReplayArtifact:
+    """One (workload, case, dtype) at a seed, as the cell that ran it pins it for replay:
+    the inputs' sha256 and the CPU reference's fingerprint (apex_core/replay_artifacts.py).
+
+    ``inputs_sha256`` is ``None`` when the data cannot be generated (the cell itself says
+    why); ``reference`` is ``None`` then, and when the inputs are too large for the float64
+    CPU reference or the workload has none (``inputs_only``).
+    """
+
+    inputs_sha256: str | None
+    reference: dict[str, Any] | None = None
+    inputs_only: bool = False
+
+
+@attrs.frozen
 class CellResult:
     """Everything recorded for one cell: workload x case x backend x dtype x device."""
 
@@ -286,6 +301,8 @@ class CellResult:
     # seconds a builder process spent filling this cell's compile caches ahead of it
     # (--build-workers, apex_core/prebuild.py); None when no builder started on it
     warm_time_s: float | None = None
+    # its data pinned for the report's replay block; None for a cell that never reached a worker
+    replay: ReplayArtifact | None = None
 
     @property
     def key(self) -> str:

@@ -19,7 +19,7 @@ from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
-from apex_core.engine.sweep_report import sweep_markdown, sweep_record
+from apex_core.engine.sweep_report import sweep_markdown
 from apex_core.environment import capture_environment
 from apex_core.errors import UsageError, one_line, printable
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -244,7 +244,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         handle_stop_signals()
         with Progress(quiet=args.quiet) as progress:
             writer = (ReportWriter(json_path, md_path, html_path) if model is None else
-                      ReportWriter(json_path, md_path, html_path, record=sweep_record, markdown=sweep_markdown))
+                      ReportWriter(json_path, md_path, html_path, markdown=sweep_markdown))
             recorder = _IncrementalReport(plan, registry, env, writer, progress, model)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",

@@ -32,11 +32,11 @@ from apex_core.engine.sweep import (
     plan_sweep,
     run_sweep,
 )
-from apex_core.engine.sweep_report import sweep_markdown, sweep_record
+from apex_core.engine.sweep_report import sweep_markdown
 from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
 from apex_core.report.files import atomic_write_text
-from apex_core.report.writer import record_json
+from apex_core.report.writer import report_json
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
 from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 
@@ -111,7 +111,7 @@ class _Recorder:
 
     def write(self, status: str) -> Report:
         report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
-        atomic_write_text(self.json_path, record_json(sweep_record(report)) + "\n")
+        atomic_write_text(self.json_path, report_json(report) + "\n")
         atomic_write_text(self.md_path, sweep_markdown(report))
         return report
 

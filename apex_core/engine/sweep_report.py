@@ -1,4 +1,4 @@
-"""A sweep's JSON report and Markdown summary: the suite's formats, plus the engine and resolved shapes."""
+"""A sweep's Markdown summary: the suite's, plus the engine and resolved shapes (its JSON is the suite's)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,7 @@ from typing import Any
 
 from apex_core.engine.shape_case import format_shape
 from apex_core.results import Report
-from apex_core.workloads.engine_file import NO_REFERENCE, EngineWorkload
-
-
-def sweep_record(report: Report) -> dict[str, Any]:
-    """The JSON report of a sweep: the suite's format, with the replay block over the sweep's inputs.
-
-    The cells are filed under the sweep's name, which no installed workload has: the replay
-    block is computed with the engine workload under that name (its inputs come from the
-    cells' parameters; there are no reference outputs to fingerprint).
-    """
-    from apex_core.report.manifest import replay_block
-    from apex_core.report.records import report_record
-
-    workloads = {name: EngineWorkload() for name in report.config.get("workloads", [])}
-    return {**report_record(report), "replay": replay_block(report.config, report.cells, workloads)}
+from apex_core.workloads.engine_file import NO_REFERENCE
 
 
 def _shapes_text(tensors: Mapping[str, Any]) -> str:

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from apex_core.report.fingerprint import RTOL, fingerprints_differences, tensors_fingerprint
-from apex_core.report.manifest import HASH_FORMAT, generate_artifacts, hash_platform, tensors_sha256
+from apex_core.fingerprint import RTOL, fingerprints_differences, tensors_fingerprint
+from apex_core.replay_artifacts import HASH_FORMAT, generate_artifacts, hash_platform, tensors_sha256
 
 SEED = 0
 DTYPE_NAMES = ("fp32", "fp16", "bf16")

@@ -11,10 +11,12 @@ import pytest
 import torch
 
 import apex_core
+from apex_core import fingerprint, replay_artifacts
 from apex_core.registry import Registry
-from apex_core.report import fingerprint, manifest, replay_fixtures
+from apex_core.report import manifest, replay_fixtures
 from apex_core.report.records import report_record
 from apex_core.report.schema import validate_report
+from apex_core.results import ReplayArtifact
 from apex_core.timing import TimingOptions
 from tests.conftest import ROOT, run_cli
 
@@ -25,9 +27,9 @@ MEDIUM = replay_fixtures.FIXTURES["medium"][1]
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    manifest.clear_caches()
+    replay_artifacts.clear_cache()
     yield
-    manifest.clear_caches()
+    replay_artifacts.clear_cache()
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +53,16 @@ def test_config_hash_is_the_sha256_of_canonical_json():
 
 def test_tensor_hash_covers_name_dtype_shape_and_bytes_not_insertion_order():
     a, b = torch.arange(6, dtype=torch.float32), torch.ones(2, dtype=torch.int32)
-    base = manifest.tensors_sha256({"a": a, "b": b}, {"y": a * 2})
-    assert manifest.tensors_sha256({"b": b, "a": a}, {"y": a * 2}) == base
+    base = replay_artifacts.tensors_sha256({"a": a, "b": b}, {"y": a * 2})
+    assert replay_artifacts.tensors_sha256({"b": b, "a": a}, {"y": a * 2}) == base
     for changed in ({"a": a.double(), "b": b}, {"a": a.reshape(2, 3), "b": b},
                     {"a2": a, "b": b}, {"a": a.clone().index_fill_(0, torch.tensor([5]), 7.0), "b": b}):
-        assert manifest.tensors_sha256(changed, {"y": a * 2}) != base
+        assert replay_artifacts.tensors_sha256(changed, {"y": a * 2}) != base
     # the same tensor as an input or as an output is not the same artifact
-    assert manifest.tensors_sha256({}, {"a": a}) != manifest.tensors_sha256({"a": a}, {})
+    assert replay_artifacts.tensors_sha256({}, {"a": a}) != replay_artifacts.tensors_sha256({"a": a}, {})
     # a strided view hashes like its contiguous copy
     wide = torch.arange(12, dtype=torch.float32).reshape(3, 4)
-    assert manifest.tensors_sha256({"t": wide.t()}, {}) == manifest.tensors_sha256(
+    assert replay_artifacts.tensors_sha256({"t": wide.t()}, {}) == replay_artifacts.tensors_sha256(
         {"t": wide.t().contiguous()}, {})
 
 
@@ -88,7 +90,7 @@ def test_artifact_hash_is_the_cells_inputs_and_the_fingerprint_is_the_float64_cp
     outputs = tilepack.reference(case, {k: v.double() if v.is_floating_point() else v
                                         for k, v in inputs.items()})
     replay = report_record(smoke_report)["replay"]
-    assert replay["artifact_hashes"]["tilepack/default/fp32"] == manifest.tensors_sha256(inputs, {})
+    assert replay["artifact_hashes"]["tilepack/default/fp32"] == replay_artifacts.tensors_sha256(inputs, {})
     stored = replay["reference_fingerprints"]["tilepack/default/fp32"]
     assert sorted(stored) == sorted(outputs)
     assert fingerprint.fingerprints_differences(stored, fingerprint.tensors_fingerprint(outputs)) == []
@@ -99,11 +101,30 @@ def test_manifest_ignores_time_environment_and_paths_but_not_the_seed(smoke_repo
     later = attrs.evolve(smoke_report, timestamp_utc="2031-01-01T00:00:00Z",
                          environment={**smoke_report.environment, "cpu": "another cpu"})
     assert report_record(later)["replay"] == first
-    reseeded = attrs.evolve(smoke_report, config={**smoke_report.config, "seed": 1})
+    reseeded = apex_core.run(["tilepack"], ["torch-reference"], device="cpu", profile="smoke",
+                             timing=FAST, isolation="inline", seed=1)
     other = report_record(reseeded)["replay"]
     assert other["manifest_sha256"] != first["manifest_sha256"]
     assert other["artifact_hashes"]["tilepack/default/fp32"] != first["artifact_hashes"][
         "tilepack/default/fp32"]
+
+
+def test_the_block_is_written_from_the_cells_records_alone(smoke_report, monkeypatch):
+    # writing the report loads no plugin and builds no tensor: each cell carried its artifact
+    monkeypatch.setattr(Registry, "discover", lambda *a, **k: pytest.fail("the report loaded plugins"))
+    monkeypatch.setattr(replay_artifacts, "artifact", lambda *a, **k: pytest.fail("the report made data"))
+    replay = report_record(smoke_report)["replay"]
+    assert replay["artifact_hashes"]["tilepack/default/fp32"] == smoke_report.cells[0].replay.inputs_sha256
+
+
+def test_a_workload_passed_in_memory_gets_the_hashes_an_installed_one_gets(smoke_report):
+    installed = Registry.discover()
+    registry = Registry.from_objects(backends=[installed.backends["torch-reference"]],
+                                     workloads=[type(installed.workloads["tilepack"])()])
+    in_memory = apex_core.run(["tilepack"], ["torch-reference"], device="cpu", profile="smoke",
+                              timing=FAST, isolation="inline", registry=registry)
+    assert (report_record(in_memory)["replay"]["artifact_hashes"]["tilepack/default/fp32"]
+            == report_record(smoke_report)["replay"]["artifact_hashes"]["tilepack/default/fp32"])
 
 
 @pytest.mark.slow
@@ -135,37 +156,46 @@ def test_hashes_do_not_depend_on_the_thread_count():
     found = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        manifest.clear_caches()
-        found.append(manifest.artifact(ff, "default", params, "fp16", 0))
+        replay_artifacts.clear_cache()
+        found.append(replay_artifacts.artifact(ff, "default", params, "fp16", 0))
     torch.set_num_threads(before)
     assert found[0].inputs_sha256 == found[1].inputs_sha256 and found[0].inputs_sha256 is not None
     assert fingerprint.fingerprints_differences(found[0].reference, found[1].reference) == []
     code = ("import torch, attrs; torch.set_num_threads(2); from apex_core.registry import Registry;"
-            "from apex_core.report import manifest; ff = Registry.discover().workloads['ff-infer'];"
-            f"print(manifest.artifact(ff, 'default', {params!r}, 'fp16', 0).inputs_sha256)")
+            "from apex_core import replay_artifacts; ff = Registry.discover().workloads['ff-infer'];"
+            f"print(replay_artifacts.artifact(ff, 'default', {params!r}, 'fp16', 0).inputs_sha256)")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            cwd=ROOT)
     assert child.stdout.strip() == found[0].inputs_sha256
 
 
 def test_large_inputs_hash_the_inputs_only(monkeypatch):
-    monkeypatch.setattr(manifest, "REFERENCE_ELEMENT_LIMIT", 10)
+    monkeypatch.setattr(replay_artifacts, "REFERENCE_ELEMENT_LIMIT", 10)
     tilepack = workload("tilepack")
-    params = tilepack.make_params("smoke")
+    params = attrs.asdict(tilepack.make_params("smoke"))
+    pinned = replay_artifacts.artifact(tilepack, "default", params, "fp16", 0)
     cells = [apex_core.CellResult("tilepack", "default", "torch-reference", "fp16", "cuda",
-                                  apex_core.Status.OK, params=attrs.asdict(params))]
+                                  apex_core.Status.OK, params=params, replay=pinned)]
     block = manifest.replay_block({"seed": 0}, cells)
-    inputs = tilepack.make_inputs(tilepack.cases(params)[0], "cpu", torch.float16, 0)
+    inputs = tilepack.make_inputs(tilepack.cases(tilepack.make_params("smoke"))[0], "cpu", torch.float16, 0)
     assert block["inputs_only"] == ["tilepack/default/fp16"]
-    assert block["artifact_hashes"]["tilepack/default/fp16"] == manifest.tensors_sha256(inputs, {})
+    assert block["artifact_hashes"]["tilepack/default/fp16"] == replay_artifacts.tensors_sha256(inputs, {})
     assert block["reference_fingerprints"] == {}
 
 
-def test_a_workload_that_is_not_installed_hashes_to_null():
-    cells = [apex_core.CellResult("not-installed", "default", "x", "fp32", "cpu",
-                                  apex_core.Status.OK, params={"n": 1})]
+def test_a_key_whose_cells_carry_no_artifact_hashes_to_null():
+    # no cell of it reached a worker (every backend skipped it): no data was timed to pin
+    cells = [apex_core.CellResult("skipped-everywhere", "default", "x", "fp32", "cpu",
+                                  apex_core.Status.SKIPPED, params={"n": 1})]
     block = manifest.replay_block({"seed": 0}, cells)
-    assert block["artifact_hashes"] == {"not-installed/default/fp32": None}
+    assert block["artifact_hashes"] == {"skipped-everywhere/default/fp32": None}
+
+
+def test_the_first_cell_carrying_an_artifact_pins_its_key():
+    pinned = ReplayArtifact("ab" * 32)
+    cells = [apex_core.CellResult("w", "c", backend, "fp32", "cpu", apex_core.Status.OK, replay=replay)
+             for backend, replay in (("timed-out", None), ("ran", pinned), ("ran-too", pinned))]
+    assert manifest.replay_block({"seed": 0}, cells)["artifact_hashes"] == {"w/c/fp32": "ab" * 32}
 
 
 def test_golden_fixtures_list_every_builtin_case_and_dtype():
@@ -185,12 +215,13 @@ def test_golden_fixtures_list_every_builtin_case_and_dtype():
 def test_a_changed_input_hash_or_output_is_reported():
     outputs = {"y": torch.linspace(-1, 1, 64, dtype=torch.float64)}
     entry = replay_fixtures.artifact_entry({}, {"x": torch.ones(3)}, outputs)
-    stored = {"hash_format": manifest.HASH_FORMAT, "artifacts": {"w/c/fp32": entry}}
+    stored = {"hash_format": replay_artifacts.HASH_FORMAT, "artifacts": {"w/c/fp32": entry}}
     other_inputs = replay_fixtures.artifact_entry({}, {"x": torch.zeros(3)}, outputs)
     other_outputs = replay_fixtures.artifact_entry({}, {"x": torch.ones(3)}, {"y": outputs["y"] * 1.001})
     for fresh_entry, expected in ((other_inputs, "w/c/fp32: inputs_sha256 differs"),
                                   (other_outputs, "w/c/fp32: output y: l1 ")):
-        fresh = {"hash_format": manifest.HASH_FORMAT, "artifacts": {"w/c/fp32": fresh_entry, "w/new/fp32": {}}}
+        fresh = {"hash_format": replay_artifacts.HASH_FORMAT,
+                 "artifacts": {"w/c/fp32": fresh_entry, "w/new/fp32": {}}}
         problems = replay_fixtures.compare_fixture(stored, fresh)
         assert any(p.startswith(expected) for p in problems), problems
         assert "w/new/fp32: generated but missing from the fixture" in problems
@@ -201,7 +232,7 @@ def test_a_changed_input_hash_or_output_is_reported():
 def ff_infer_artifact(seed=0, **overrides):
     ff = workload("ff-infer")
     params = attrs.asdict(ff.make_params("smoke", overrides))
-    inputs, outputs = manifest.generate_artifacts(ff, "default", params, "fp32", seed)
+    inputs, outputs = replay_artifacts.generate_artifacts(ff, "default", params, "fp32", seed)
     return params, inputs, outputs
 
 
@@ -225,7 +256,7 @@ def test_ff_infer_outputs_moved_in_their_last_bits_still_match_the_fixture_entry
     nudged = {name: nudge_last_bits(t, generator) for name, t in outputs.items()}
     assert all(not torch.equal(nudged[name], outputs[name]) for name in outputs)
     # the bit-exact hash of the old check failed on exactly this
-    assert manifest.tensors_sha256({}, nudged) != manifest.tensors_sha256({}, outputs)
+    assert replay_artifacts.tensors_sha256({}, nudged) != replay_artifacts.tensors_sha256({}, outputs)
     fresh = replay_fixtures.artifact_entry(params, inputs, nudged)
     assert replay_fixtures.compare_entry("ff-infer/default/fp32", stored, fresh) == []
 

@@ -12,9 +12,9 @@ import torch
 
 from apex_core.engine import sweep
 from apex_core.engine.shape_case import parse_shape_case
-from apex_core.engine.sweep_report import sweep_markdown, sweep_record
+from apex_core.engine.sweep_report import sweep_markdown
 from apex_core.errors import UsageError
-from apex_core.report.records import cell_record
+from apex_core.report.records import cell_record, report_record
 from apex_core.report.schema import validate_report
 from apex_core.results import Case, Status
 from apex_core.timing import TimingOptions
@@ -108,13 +108,13 @@ def test_three_cases_give_three_ok_unchecked_cells_with_resolved_shapes(image_mo
     # bytes moved: every input read once, every output written once
     expected_bytes = 4 * (2 * 3 * 16 * 8 + 3) + 8 * 8 + 4 * (2 * 3 * 16 * 8 + 8)
     assert b2.derived.bytes_moved == expected_bytes and b2.derived.units == "elements"
-    full = sweep_record(report)
+    full = report_record(report)
     validate_report(full)
     assert full["suite"] == "apex-bench-sweep" and full["config"]["profile"] == "sweep"
     assert full["config"]["workloads"] == ["image"] and full["config"]["engine"]["sha256"] == plan.engine_sha256
     assert full["replay"]["inputs_only"] == ["image/b1/fp32", "image/b2/fp32", "image/x=4x3x8x8;idx=4x2/fp32"]
     workload, case = EngineWorkload(), plan.cases[0]
-    from apex_core.report.manifest import tensors_sha256
+    from apex_core.replay_artifacts import tensors_sha256
 
     inputs = workload.make_inputs(case, "cpu", torch.float32, plan.plan.seed)
     assert full["replay"]["artifact_hashes"]["image/b1/fp32"] == tensors_sha256(inputs, {})
@@ -141,7 +141,7 @@ def test_a_case_that_fails_at_run_time_is_an_error_cell_and_the_rest_run(reshape
     assert failed.timing is None and "Traceback" in failed.log and failed.unchecked == ""
     assert cell_record(failed)["correctness"] == "not_reached"
     assert failed.params["inputs"] == (("x", "fp32", (1, 4)),)
-    validate_report(sweep_record(report))
+    validate_report(report_record(report))
     assert "| odd | onnxruntime | x 1x4 fp32 | – |" in sweep_markdown(report)
 
 
