@@ -24,6 +24,7 @@ import torch
 from adapters.jax_setup import gpu_reason, load_jax
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason
+from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
 
 CPU_METHOD = "jax_block_until_ready"
@@ -81,20 +82,18 @@ class JaxBackend(Backend):
         return Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        from adapters.jax_workloads import MODULES
-
-        if workload.name not in MODULES:
-            return Support.no(f"no jax.numpy implementation of {workload.name} (adapters/jax_workloads)")
+        if "jax" not in workload.implementations:  # not imported here: its module imports jax
+            return Support.no(f"{workload.name} brings no jax.numpy implementation "
+                              "(its Workload.implementations has no 'jax')")
         return Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
-        from adapters.jax_workloads import build
-
         jax, reason = load_jax()
         if jax is None:
             raise RuntimeError(reason)
         arrays = share_inputs(jax, inputs)
-        jitted = jax.jit(build(workload.name, case))
+        build = implementation(workload, "jax")  # build(case) -> a pure function of the inputs
+        jitted = jax.jit(build(case))
         block = jax.block_until_ready
 
         def run() -> Any:  # a Mapping of torch tensors (TorchView), read like the dict it stands for
@@ -114,7 +113,7 @@ def _platform(arrays: Mapping[str, Any]) -> str:
 
 
 def _kernel_timer_reason() -> str:
-    from apex_core.kernel_timer import profiler_unavailable_reason
+    from apex_core.measure.kernel_timer import profiler_unavailable_reason
 
     why = profiler_unavailable_reason()
     return f"jax on CUDA is timed by the kernel-only timer, which cannot run here: {why}" if why else ""

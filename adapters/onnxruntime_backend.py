@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.engine.serving import EngineBackend
+from apex_core.engine.workload import EngineWorkload
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.results import Availability, Case, Support
-from apex_core.workloads.engine_file import EngineWorkload
 
 _ORT_HINT = "pip install onnxruntime, or onnxruntime-gpu for CUDA"
 

@@ -37,10 +37,10 @@ from apex_core.backend_options import BackendOption
 from apex_core.correctness import DTYPES
 from apex_core.engine.serving import EngineBackend
 from apex_core.engine.tensor_spec import TensorSpec
+from apex_core.engine.workload import EngineWorkload
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-from apex_core.workloads.engine_file import EngineWorkload
 
 if TYPE_CHECKING:
     import torch

@@ -4,8 +4,9 @@ Libraries come from ``--trt-plugin-lib`` (repeatable) or ``APEXX_TRT_PLUGIN_LIB`
 (an os.pathsep-separated list). Skip reasons, in the order they are checked:
 tensorrt not importable, no CUDA device, no library given, a library fails to load
 (``probe``); a workload no plugin implements, creator not registered (``supports``);
-engine build failed (``prepare``). ``PLUGINS`` below is the contract a library must
-meet; docs/tensorrt.md spells it out for plugin authors.
+engine build failed (``prepare``). A workload names the ``PluginSpec`` of its layer in
+``Workload.implementations["tensorrt-plugin"]``; the built-in ones below are the contract a
+library must meet, and docs/tensorrt.md spells it out for plugin authors.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from adapters.tensorrt_common import (
 from apex_core.backend_options import BackendOption
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
+from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
 
 PLUGIN_VERSION = "1"
@@ -64,34 +66,27 @@ def _scan_outputs(case: Case) -> tuple[str, ...]:
     return ("y", "state_fwd", "state_bwd") if case.name == "bidirectional" else ("y", "state")
 
 
-PLUGINS: dict[str, PluginSpec] = {
-    "tilepack": PluginSpec(
-        "TilePack", ("features", "idx"), lambda case: ("packed",),
-        lambda case: (_int32("tile_size", case.params.tile_size),)),
-    "tileunpack": PluginSpec(
-        "TileUnpackFusion", ("base", "packed", "origins", "levels", "alpha"), lambda case: ("out",),
-        lambda case: (_int32("tile_size", case.params.tile_size), _int32("mode", MODE_CODES[case.name]))),
-    "tilessm-scan": PluginSpec(
-        "TileSSMScan", ("tokens", "decay", "input_gain", "output_gain", "state_bias", "gate", "init_state"),
-        _scan_outputs,
-        lambda case: (_int32("direction", DIRECTION_CODES[case.name]),
-                      _int32("merge", MERGE_CODES[case.params.merge]),
-                      PluginFieldValue("clamp_value", "FLOAT32", (float(case.params.clamp),)))),
-}
-# Workloads with no plugin, and why (any other workload: no apexx plugin implements it).
-UNSUPPORTED: dict[str, str] = {
-    "fusiongate": "no apexx plugin implements fusiongate (plugins: TilePack, TileUnpackFusion, TileSSMScan)",
-    "tile-stage1": "no apexx plugin implements tile-stage1 (plugins: TilePack, TileUnpackFusion, TileSSMScan)",
-    "ff-infer": "ff-infer is a whole network, not one plugin layer: run it with tensorrt-engine",
-}
+# the built-in workloads' layers, each named by its workload's Workload.implementations
+TILEPACK = PluginSpec(
+    "TilePack", ("features", "idx"), lambda case: ("packed",),
+    lambda case: (_int32("tile_size", case.params.tile_size),))
+TILEUNPACK = PluginSpec(
+    "TileUnpackFusion", ("base", "packed", "origins", "levels", "alpha"), lambda case: ("out",),
+    lambda case: (_int32("tile_size", case.params.tile_size), _int32("mode", MODE_CODES[case.name])))
+TILESSM_SCAN = PluginSpec(
+    "TileSSMScan", ("tokens", "decay", "input_gain", "output_gain", "state_bias", "gate", "init_state"),
+    _scan_outputs,
+    lambda case: (_int32("direction", DIRECTION_CODES[case.name]),
+                  _int32("merge", MERGE_CODES[case.params.merge]),
+                  PluginFieldValue("clamp_value", "FLOAT32", (float(case.params.clamp),))))
 
 
-def plugin_unsupported_reason(workload_name: str) -> str:
-    """Empty when a plugin implements the workload, else why not."""
-    if workload_name in PLUGINS:
+def plugin_unsupported_reason(workload: Workload) -> str:
+    """Empty when the workload brings a plugin layer, else why it cannot run here."""
+    if "tensorrt-plugin" in workload.implementations:
         return ""
-    return UNSUPPORTED.get(workload_name, f"no apexx plugin implements {workload_name} "
-                                          f"(plugins exist for {', '.join(PLUGINS)})")
+    return (f"{workload.name} brings no TensorRT plugin layer (its Workload.implementations has no "
+            "'tensorrt-plugin'); a whole network runs under tensorrt-engine instead")
 
 
 def creator_missing_reason(spec: PluginSpec, libraries: list[str]) -> str:
@@ -140,16 +135,16 @@ class TensorRTPluginBackend(Backend):
         return Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        reason = plugin_unsupported_reason(workload.name)
+        reason = plugin_unsupported_reason(workload)
         if reason:
             return Support.no(reason)
-        spec = PLUGINS[workload.name]
+        spec = implementation(workload, "tensorrt-plugin")
         if find_plugin_creator(spec.plugin, PLUGIN_VERSION, PLUGIN_NAMESPACE) is None:
             return Support.no(creator_missing_reason(spec, self.libraries()))
         return Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
-        spec = PLUGINS[workload.name]
+        spec = implementation(workload, "tensorrt-plugin")
         libraries = self.libraries()
         load_plugin_libraries(libraries)  # once per process; the probe did it in the planning one
         creator = find_plugin_creator(spec.plugin, PLUGIN_VERSION, PLUGIN_NAMESPACE)

@@ -3,7 +3,7 @@
 Nothing is tracked per call: the kernels' ``Launcher`` lists the launches of one call,
 and after the cell each autotuner's ``cache`` is read at the key Triton computed for
 that launch (``best_config`` where the key cannot be rebuilt). The entries feed the
-report's ``triton_autotune`` block (``apex_core/report/autotune.py``):
+report's ``triton_autotune`` block (``apex_core/running/autotune.py``):
 
 - ``selected_config``: the autotuner's choice for this shape (``selection_source``
   ``triton_best_config``: tuned here; ``shipped_picks``: taken from the picks file of

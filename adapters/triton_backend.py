@@ -14,6 +14,7 @@ from typing import Any
 from apex_core.backend_options import BackendOption
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
+from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
 
 INTERPRETER_NOTE = "Triton interpreter on the CPU: correctness only, timings not comparable"
@@ -32,7 +33,7 @@ def tune_with_held_timer(tuners: Mapping[str, Any]) -> str:
     ``tuners`` are ``apex_kernels.tuned.autotuners()``. Returns the tuning method, for the
     cell's metadata.
     """
-    from apex_core.cuda_timer import TUNING_METHOD, tuning_bench
+    from apex_core.measure.cuda_timer import TUNING_METHOD, tuning_bench
 
     for tuner in tuners.values():
         tuner._do_bench = tuning_bench  # read by Triton's cached do_bench ...
@@ -95,18 +96,17 @@ class TritonBackend(Backend):
         return Availability.no(reason) if reason else Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        from adapters.triton_ops import OPS
-
-        if workload.name not in OPS:
-            return Support.no(f"apex_kernels has no Triton kernel for {workload.name}")
-        reason = OPS[workload.name].supports(case, dtype_name)
+        op = implementation(workload, "triton")
+        if op is None:
+            return Support.no(f"{workload.name} brings no Triton implementation "
+                              "(its Workload.implementations has no 'triton')")
+        reason = op.supports(case, dtype_name)
         return Support.no(reason) if reason else Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         from adapters.triton_autotune import autotune_entries, cached_keys
-        from adapters.triton_ops import OPS
 
-        launcher = OPS[workload.name].bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs)
         # after binding: the kernel modules are imported, and no launch has run yet
         if interpreting():
             cached = cached_keys(launcher.launches)
@@ -134,11 +134,10 @@ class TritonBackend(Backend):
         """Compile every configuration of the cell's kernels into Triton's cache, launching none."""
         if interpreting():
             return "the Triton interpreter compiles nothing"
-        from adapters.triton_ops import OPS
         from adapters.triton_warm import compile_launches
 
         # binding allocates the outputs (and may fill a buffer); it launches none of the cell's kernels
-        launcher = OPS[workload.name].bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs)
         from apex_kernels.tuned import autotuners
 
         self._seed_picks(inputs, autotuners())  # a shipped pick is the only configuration its launch compiles

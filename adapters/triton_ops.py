@@ -1,9 +1,11 @@
-"""Which ``apex_kernels`` function serves each workload, and how a ``Case`` maps to its arguments.
+"""The built-in workloads' Triton implementations: which ``apex_kernels`` function serves each,
+and how a ``Case`` maps to its arguments.
 
-The kernels know tensors and sizes only; this module reads the workload's parameters
-and constants (``apex_core.workloads``) and passes them as arguments. Kernel modules
-are imported only when a cell is checked or prepared, so importing this module never
-imports triton.
+Each workload names its ``TritonOp`` in ``Workload.implementations["triton"]`` (the triton
+backend finds it there, as it finds a third-party workload's). The kernels know tensors and
+sizes only; a binding reads the workload's parameters and constants (``apex_core.workloads``)
+and passes them as arguments. Kernel modules are imported only when a cell is checked or
+prepared, so importing this module never imports triton.
 """
 
 from __future__ import annotations
@@ -115,12 +117,11 @@ def _ff_infer_limits(case: Case) -> str | None:
     return reason or _kernels("fusiongate").shape_reason(p.batch, p.channels, p.height, p.width)
 
 
-OPS: dict[str, TritonOp] = {
-    "tilepack": TritonOp("tilepack", _tilepack),
-    "tileunpack": TritonOp("tileunpack", _tileunpack, cases=("override", "blend", "overlap")),
-    "tile-stage1": TritonOp("tile_stage1", _tile_stage1),
-    "fusiongate": TritonOp("fusiongate", _fusiongate, _fusiongate_limits),
-    "tilessm-scan": TritonOp("tilessm_scan", _tilessm_scan, _tilessm_scan_limits,
-                             cases=("forward", "backward", "bidirectional")),
-    "ff-infer": TritonOp("ff_infer", _ff_infer, _ff_infer_limits),
-}
+# each named by its workload's Workload.implementations["triton"]
+TILEPACK = TritonOp("tilepack", _tilepack)
+TILEUNPACK = TritonOp("tileunpack", _tileunpack, cases=("override", "blend", "overlap"))
+TILE_STAGE1 = TritonOp("tile_stage1", _tile_stage1)
+FUSIONGATE = TritonOp("fusiongate", _fusiongate, _fusiongate_limits)
+TILESSM_SCAN = TritonOp("tilessm_scan", _tilessm_scan, _tilessm_scan_limits,
+                        cases=("forward", "backward", "bidirectional"))
+FF_INFER = TritonOp("ff_infer", _ff_infer, _ff_infer_limits)

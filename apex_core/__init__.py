@@ -30,7 +30,7 @@ from apex_core.results import (
     Tolerance,
     Work,
 )
-from apex_core.runner import run_plan
+from apex_core.running.runner import run_plan
 from apex_core.timing import TimingOptions
 
 __all__ = [

@@ -12,11 +12,11 @@ import attrs
 
 from apex_core.errors import UsageError
 from apex_core.plan import build_plan
-from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.registry import Registry
 from apex_core.results import Report
-from apex_core.runner import run_plan
-from apex_core.sharding import CellCallback
+from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S
+from apex_core.running.runner import run_plan
+from apex_core.running.sharding import CellCallback
 from apex_core.timing import TimingOptions
 
 

@@ -3,7 +3,7 @@
 Every timer reads these references, never ``time.perf_counter`` or ``torch.cuda.Event``
 at call time: a plugin loads after apex_core (its entry point imports apex_core first),
 so a backend that replaces a clock in its ``prepare`` or at import changes what it would
-read, not what the harness reads. ``apex_core.integrity`` reports such a replacement and
+read, not what the harness reads. ``apex_core.measure.integrity`` reports such a replacement and
 puts the original back (docs/anti-cheat.md).
 """
 

@@ -119,6 +119,11 @@ class Workload(abc.ABC):
     # 1.4, optional: the plugin API this plugin was written against ("1.2"); a plugin that
     # declares a major version other than apex-bench's, or a later minor one, fails to load
     plugin_api: ClassVar[str | None] = None
+    # 1.5, optional: the code this workload brings for backends that run an implementation
+    # written per workload, by the backend's kind ("triton", "jax", "tensorrt-plugin"): each a
+    # "module:attribute" path, imported only when such a backend meets the workload
+    # (plugin_api.implementation; docs/plugins.md, "Bringing implementations")
+    implementations: ClassVar[Mapping[str, str]] = {}
 
     def _own_profiles(self) -> Mapping[str, Mapping[str, Any]]:
         """This workload's profiles; a first-API workload without any gets the 1.0 shared ones (shim)."""

@@ -15,8 +15,9 @@ name that the interface gives to another argument of the same method is an error
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import attrs
@@ -43,7 +44,7 @@ class ApiVersion(NamedTuple):
         return cls(int(parts[0]), int(parts[1]))
 
 
-PLUGIN_API = ApiVersion(1, 4)
+PLUGIN_API = ApiVersion(1, 5)
 # when the shims of deprecated forms may go: the next major version
 REMOVAL = ApiVersion(PLUGIN_API.major + 1, 0)
 
@@ -95,7 +96,7 @@ def check_plugin(instance: Any, base: type, group: str, name: str) -> PluginChec
     """Match the methods ``instance`` overrides, and its declared ``plugin_api``, against the interface."""
     kind = type(instance)
     where = f"{kind.__module__}.{kind.__qualname__}"
-    declared = _declared_version_problem(instance)
+    declared = _declared_version_problem(instance) or _implementations_problem(instance)
     if declared:
         return PluginCheck(f"{group} {name!r} ({where}): {declared}")
     deprecations = []
@@ -132,6 +133,27 @@ def _declared_version_problem(instance: Any) -> str:
         return (f"written for plugin API {version}; this apex-bench provides {PLUGIN_API} "
                 f"(a plugin runs on the same major version, at its minor version or later)")
     return ""
+
+
+def _implementations_problem(instance: Any) -> str:
+    """Why a workload's ``implementations`` cannot be read; "" when they can (or it has none)."""
+    found = getattr(instance, "implementations", None) or {}
+    if not isinstance(found, Mapping) or not all(
+            isinstance(kind, str) and isinstance(path, str) and path.count(":") == 1 and all(path.split(":"))
+            for kind, path in found.items()):
+        return (f"implementations {found!r} is not a mapping of backend kind to 'module:attribute' "
+                "(e.g. {'triton': 'mypackage.kernels:MY_OP'})")
+    return ""
+
+
+def implementation(workload: Workload, kind: str) -> Any | None:
+    """The implementation ``workload`` brings for backends of ``kind``, imported; None when it
+    brings none. An import that fails raises, and the cell that needed it says why."""
+    path = (getattr(workload, "implementations", None) or {}).get(kind)
+    if path is None:
+        return None
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def _signature(instance: Any, method: str) -> inspect.Signature | None:

@@ -24,7 +24,7 @@ class Status(enum.StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
-    # the harness caught the backend tampering with the measurement (apex_core/integrity.py,
+    # the harness caught the backend tampering with the measurement (apex_core/measure/integrity.py,
     # docs/anti-cheat.md): its timing is not reported, the reason says what was caught
     SUSPECT = "suspect"
 
@@ -211,7 +211,7 @@ class Timing:
     kernel: KernelActivity | None = None  # the kernel timer's per-call activity
     # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted
     floor_ms: float | None = None
-    # input placements the samples were taken from in turn (apex_core/placements.py)
+    # input placements the samples were taken from in turn (apex_core/measure/placements.py)
     placements: int = 1
 
 
@@ -253,7 +253,7 @@ class DeviceUse:
 @attrs.frozen
 class ReplayArtifact:
     """One (workload, case, dtype) at a seed, as the cell that ran it pins it for replay:
-    the inputs' sha256 and the CPU reference's fingerprint (apex_core/replay_artifacts.py).
+    the inputs' sha256 and the CPU reference's fingerprint (apex_core/measure/replay_artifacts.py).
 
     ``inputs_sha256`` is ``None`` when the data cannot be generated (the cell itself says
     why); ``reference`` is ``None`` then, and when the inputs are too large for the float64
@@ -284,7 +284,7 @@ class CellResult:
     build_time_s: float | None = None
     peak_memory_mb: float | None = None
     # how peak_memory_mb was read: "cuda_max_memory_allocated", or on the CPU "rss_hwm_delta" /
-    # "ru_maxrss_delta" (apex_core/cpu_memory.py); the CPU and CUDA numbers do not compare
+    # "ru_maxrss_delta" (apex_core/measure/cpu_memory.py); the CPU and CUDA numbers do not compare
     peak_memory_method: str = ""
     input_memory_mb: float | None = None
     metadata: dict[str, Any] = attrs.field(factory=dict)
@@ -299,7 +299,7 @@ class CellResult:
     device_info: DeviceInfo | None = None  # the card it ran on, when the run named cards (--devices, Ray)
     wait_time_s: float | None = None  # from the run's start until a worker took the cell
     # seconds a builder process spent filling this cell's compile caches ahead of it
-    # (--build-workers, apex_core/prebuild.py); None when no builder started on it
+    # (--build-workers, apex_core/running/prebuild.py); None when no builder started on it
     warm_time_s: float | None = None
     # its data pinned for the report's replay block; None for a cell that never reached a worker
     replay: ReplayArtifact | None = None

@@ -100,7 +100,7 @@ class StopRule:
     less than the noise target over the last few checks, or the noise itself stopped
     changing (kernels whose noise never reaches the target, as in nvbench).
 
-    ``checks`` (apex_core.spot_checks.SpotChecks, or None): checks run inside the sampling
+    ``checks`` (apex_core.measure.spot_checks.SpotChecks, or None): checks run inside the sampling
     loop; the seconds they took (``spent_s``) are not the cell's sampling time, or at a large
     size (a GB of inputs written and compared) they would use up its budget.
     """
@@ -186,7 +186,7 @@ def warm_up(fn: Callable[[], Any], options: TimingOptions) -> list[float]:
 def measure_cpu(fn: Callable[[], Any], options: TimingOptions, method: str = "cpu_perf_counter",
                 spot: Any = None) -> Timing:
     """Sample ``fn`` with ``time.perf_counter_ns`` (as it was when apex_core was imported) around
-    each call; ``spot`` (apex_core.spot_checks.SpotChecks) checks a few calls' outputs."""
+    each call; ``spot`` (apex_core.measure.spot_checks.SpotChecks) checks a few calls' outputs."""
     warm_up(fn, options)
     rule = StopRule(options, spot)
     samples: list[float] = []

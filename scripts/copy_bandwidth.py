@@ -1,7 +1,7 @@
 """Measure the card's device-to-device copy bandwidth (bytes read + written per second).
 
 The roofline floor of a memory-bound workload is its minimal bytes over this number; every
-CUDA run measures it too (``environment.device_facts.copy_gbps``, apex_core/doctor.py).
+CUDA run measures it too (``environment.device_facts.copy_gbps``, apex_core/measure/doctor.py).
 Usage: python scripts/copy_bandwidth.py [--gib 2] [--json OUT]
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from apex_core.doctor import copy_bandwidth
+from apex_core.measure.doctor import copy_bandwidth
 
 
 def main() -> None:

@@ -74,8 +74,8 @@ def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[st
 
     from adapters.triton_autotune import tuning_key
     from adapters.triton_ops import OPS
-    from apex_core.cell import cell_torch_dtype
-    from apex_core.replay_artifacts import case_from_record
+    from apex_core.measure.cell import cell_torch_dtype
+    from apex_core.measure.replay_artifacts import case_from_record
     from apex_kernels.tuned import autotuners, kernel_ids
 
     workload = workloads[cell["workload"]]

@@ -121,3 +121,61 @@ def test_imports_inside_functions_only_fall() -> None:
     assert inside <= MAX_IMPORTS_IN_FUNCTIONS, (
         f"{inside} imports of the packages' own modules inside functions (at most {MAX_IMPORTS_IN_FUNCTIONS}): "
         "import at the top of the module, and remove the circle that made it wait")
+
+
+# apex_core's rooms, each named for its job, and the rooms each may import (docs/design.md,
+# "Direction of imports"): the plugin contract at the top of the package is the ground floor.
+ROOMS = {
+    "contract": (),
+    "measure": ("contract",),
+    "workloads": ("contract",),
+    "discovery": ("contract",),
+    "records": ("contract", "measure"),
+    "running": ("contract", "measure"),
+    "engine": ("contract", "measure", "workloads", "records", "running"),
+    "library": ("contract", "measure", "running", "records"),
+    "cli": ("contract", "measure", "workloads", "discovery", "records", "running", "engine", "library"),
+}
+RECORDS = ("report", "baseline", "history")
+ENTRY = ("apex_core", "apex_core.api")
+# old module paths kept as deprecated aliases for plugins (docs/plugin-api.md); they go in 2.0
+SHIMS = ("apex_core.workloads.engine_file",)
+
+
+def room_of(module: str) -> str | None:
+    """The room of one of apex_core's modules (None outside apex_core)."""
+    parts = module.split(".")
+    if parts[0] != "apex_core":
+        return None
+    if module in ENTRY:
+        return "library"
+    if len(parts) == 2 and (ROOT / "apex_core" / f"{parts[1]}.py").is_file():
+        return "contract"
+    return "records" if parts[1] in RECORDS else parts[1]
+
+
+def _all_imports() -> Iterator[tuple[str, str]]:
+    """Every (importer, imported) pair of apex_core's modules, inside functions too; not the
+    imports made for type checking alone."""
+    modules = _modules()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        checking = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
+                    for inner in ast.walk(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in checking:
+                for target in _targets(node, name, modules):
+                    yield name, target
+
+
+def test_every_module_of_apex_core_is_in_a_room() -> None:
+    rooms = {room_of(name) for name in _modules() if name.startswith("apex_core")}
+    assert rooms <= set(ROOMS), f"modules in no room: {rooms - set(ROOMS)}"
+
+
+def test_imports_run_only_from_a_room_to_the_rooms_below_it() -> None:
+    wrong = sorted(f"{here} ({room_of(here)}) -> {there} ({room_of(there)})"
+                   for here, there in _all_imports()
+                   if here not in SHIMS and (a := room_of(here)) and (b := room_of(there))
+                   and a != b and b not in ROOMS[a])
+    assert wrong == [], "imports that run back up or across between rooms:\n" + "\n".join(wrong)

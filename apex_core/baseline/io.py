@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
-from apex_core.environment import environment_key
+from apex_core.measure.environment import environment_key
 from apex_core.report.files import atomic_write_text
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",

@@ -19,7 +19,7 @@ from apex_core.cli.values import (
     seed,
 )
 from apex_core.correctness import DTYPES
-from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S
+from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
 from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
 
@@ -201,6 +201,7 @@ def build_run_parser() -> OneLineParser:
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")
+    out.add_argument("--output-csv", metavar="PATH", help="also write the cells as CSV, one row each")
     out.add_argument("--log-file", help="log with tracebacks (default: next to the JSON report)")
     out.add_argument("--html", metavar="OUT", help="also write the self-contained HTML report when the run "
                      "ends, linked from the Markdown summary (docs/report.md)")

@@ -23,7 +23,7 @@ from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.report.files import atomic_write_text, check_writable
 from apex_core.results import FAILING_STATUSES
-from apex_core.runner import utc_now
+from apex_core.running.runner import utc_now
 
 SCHEMA_VERSION = 1
 PASS, FAIL, NOT_APPLICABLE = "PASS", "FAIL", "N/A"

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.config_file import CONFIG_ENV, DISCOVER_ENV, config_path, discover_folders, read_config
-from apex_core.env_vars import overlaid_environ
 from apex_core.errors import UsageError, printable
+from apex_core.running.env_vars import overlaid_environ
 
 
 def configured_variables(args: Any) -> dict[str, str]:

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from apex_core.api import check_device, default_device
-    from apex_core.doctor import advice, device_facts
+    from apex_core.measure.doctor import advice, device_facts
 
     args = build_parser().parse_args(argv)
     device = args.device or default_device()

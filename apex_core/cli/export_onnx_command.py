@@ -11,9 +11,9 @@ from typing import Any
 from apex_core.cli.values import OneLineParser
 from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
-from apex_core.environment import package_version
 from apex_core.errors import UsageError
 from apex_core.interfaces import Workload
+from apex_core.measure.environment import package_version
 from apex_core.params import parse_overrides
 from apex_core.plan import check_profile, params_for
 from apex_core.registry import Registry

@@ -13,10 +13,10 @@ from typing import Any
 
 from apex_core.errors import one_line, printable
 from apex_core.plugin_api import deprecation_lines
-from apex_core.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_prober
 from apex_core.registry import Registry
 from apex_core.results import PluginRow
-from apex_core.workers import WorkerPool, pool_prober
+from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_prober
+from apex_core.running.workers import WorkerPool, pool_prober
 
 
 def plugin_rows(registry: Registry, device: str, probes: Probes | None = None) -> list[PluginRow]:

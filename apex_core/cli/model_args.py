@@ -38,7 +38,7 @@ def add_shape_args(group: argparse._ArgumentGroup) -> None:
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The main run's model group: a model file run through the engine workload."""
-    from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
+    from apex_core.engine.workload import DEFAULT_INT_HIGH
 
     group = parser.add_argument_group(
         "model file", "run one ONNX model or serialized TensorRT engine as it is, whatever its input names "

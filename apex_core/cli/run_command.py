@@ -19,17 +19,17 @@ from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
-from apex_core.engine.sweep_report import sweep_markdown
-from apex_core.environment import capture_environment
+from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.errors import UsageError, one_line, printable
+from apex_core.measure.environment import capture_environment
 from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
-from apex_core.report.autotune import summarize_autotune
 from apex_core.report.files import check_distinct, check_writable
-from apex_core.report.writer import ReportWriter, html_output
+from apex_core.report.writer import ReportWriter, optional_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
-from apex_core.runner import run_plan, utc_now
+from apex_core.running.autotune import summarize_autotune
+from apex_core.running.runner import run_plan, utc_now
 from apex_core.timing import DEFAULT_PLACEMENTS, TimingOptions
 
 DEFAULT_DIR = Path("artifacts")
@@ -61,7 +61,7 @@ def timing_options(args: Any, device: str) -> TimingOptions:
     if args.graph and device != "cuda":
         raise UsageError("--graph needs --device cuda (CUDA graphs do not exist on the CPU)")
     if args.timer == "kernel":
-        from apex_core.kernel_timer import profiler_unavailable_reason
+        from apex_core.measure.kernel_timer import profiler_unavailable_reason
 
         why = (profiler_unavailable_reason() if device == "cuda"
                else "it times device kernels; use --device cuda")
@@ -229,7 +229,8 @@ def announce_plugin_problems(registry: Registry) -> None:
 def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: SweepPlan | None = None) -> int:
     """Run ``plan``, writing the reports after every cell; then the summary, --strict, history and gate."""
     json_path, md_path, log_path = output_paths(args)
-    html_path = html_output(args.html, json_path, md_path, log_path)  # --html: written when the run ends
+    html_path = optional_output(args.html, "--html", json_path, md_path, log_path)  # when the run ends
+    csv_path = optional_output(args.output_csv, "--output-csv", json_path, md_path, log_path, html_path)
     check_history_target(args)
     gate = gate_from_run_args(args, json_path)
     scale = resolve_scale(args, device)
@@ -243,8 +244,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         _configure_logging(log_path)
         handle_stop_signals()
         with Progress(quiet=args.quiet) as progress:
-            writer = (ReportWriter(json_path, md_path, html_path) if model is None else
-                      ReportWriter(json_path, md_path, html_path, markdown=sweep_markdown))
+            files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path}
+            writer = ReportWriter(files) if model is None else ReportWriter(files, SWEEP_FORMATS)
             recorder = _IncrementalReport(plan, registry, env, writer, progress, model)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",

@@ -10,11 +10,11 @@ from typing import Any
 
 import attrs
 
-from apex_core.caches import CompileCaches, compile_caches
-from apex_core.devices import fake_gpus, host_gpus, parse_devices, select_devices
 from apex_core.errors import UsageError
-from apex_core.prebuild import default_build_workers
 from apex_core.results import DeviceInfo
+from apex_core.running.caches import CompileCaches, compile_caches
+from apex_core.running.devices import fake_gpus, host_gpus, parse_devices, select_devices
+from apex_core.running.prebuild import default_build_workers
 
 
 def add_scale_args(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ class ScaleSetup:
     devices: tuple[DeviceInfo, ...] | None
     caches: CompileCaches
     executor: Any = None
-    build_workers: int = 0  # builder processes warming the caches ahead (apex_core.prebuild)
+    build_workers: int = 0  # builder processes warming the caches ahead (apex_core.running.prebuild)
 
     def environment(self) -> dict[str, Any]:
         """What the report's environment says about it (merged into the captured environment)."""
@@ -110,7 +110,7 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
     if args.executor == "ray":
         if args.inline:
             raise UsageError("--executor ray runs cells on the cluster; drop --inline")
-        from apex_core.executors.ray_executor import RayExecutor
+        from apex_core.running.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray_address, device)
         executor.connect()

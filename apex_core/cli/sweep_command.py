@@ -32,13 +32,12 @@ from apex_core.engine.sweep import (
     plan_sweep,
     run_sweep,
 )
-from apex_core.engine.sweep_report import sweep_markdown
+from apex_core.engine.sweep_report import SWEEP_FORMATS
+from apex_core.engine.workload import DEFAULT_INT_HIGH
 from apex_core.errors import UsageError
 from apex_core.plan import PlannedCell
-from apex_core.report.files import atomic_write_text
-from apex_core.report.writer import report_json
+from apex_core.report.writer import ReportWriter, optional_output
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
-from apex_core.workloads.engine_file import DEFAULT_INT_HIGH
 
 DEFAULT_JSON = Path("artifacts") / "apex-bench-sweep.json"
 DEFAULT_MD = Path("artifacts") / "apex-bench-sweep.md"
@@ -88,6 +87,7 @@ def build_parser() -> OneLineParser:
     out = parser.add_argument_group("output")
     out.add_argument("--output-json", help=f"JSON report path (default {DEFAULT_JSON})")
     out.add_argument("--output-md", help=f"Markdown summary path (default {DEFAULT_MD})")
+    out.add_argument("--output-csv", metavar="PATH", help="also write the cases as CSV, one row each")
     out.add_argument("--log-file", help="tracebacks of failed cases (default: next to the JSON report)")
     out.add_argument("--quiet", action="store_true", help="print only the final summary line")
     add_gate_args(parser, "sweep", "case")
@@ -97,9 +97,8 @@ def build_parser() -> OneLineParser:
 class _Recorder:
     """Rewrites the report files after every case (the runner logs failed cases' tracebacks)."""
 
-    def __init__(self, report: Report, paths: tuple[Path, Path, Path], progress: Progress):
-        self.report, self.progress = report, progress
-        self.json_path, self.md_path, self.log_path = paths
+    def __init__(self, report: Report, writer: ReportWriter, progress: Progress):
+        self.report, self.writer, self.progress = report, writer, progress
         self.cells: list[CellResult] = []
         self.write("running")
 
@@ -111,8 +110,7 @@ class _Recorder:
 
     def write(self, status: str) -> Report:
         report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
-        atomic_write_text(self.json_path, report_json(report) + "\n")
-        atomic_write_text(self.md_path, sweep_markdown(report))
+        self.writer.write(report)
         return report
 
 
@@ -166,6 +164,7 @@ def main(argv: list[str]) -> int:
                        backends=args.backends, reference_model=args.reference_model,
                        shape_flag=None if args.cases else FLAG)
     paths = output_paths(args, DEFAULT_JSON, DEFAULT_MD)
+    csv_path = optional_output(args.output_csv, "--output-csv", *paths)
     gate = gate_from_run_args(args, paths[0])
     base = empty_report(sweep)
     if gate is not None:
@@ -173,7 +172,8 @@ def main(argv: list[str]) -> int:
     _configure_logging(paths[2])
     handle_stop_signals()
     with Progress(quiet=args.quiet) as progress:
-        recorder = _Recorder(base, paths, progress)
+        writer = ReportWriter({"json": paths[0], "markdown": paths[1], "csv": csv_path}, SWEEP_FORMATS)
+        recorder = _Recorder(base, writer, progress)
         try:
             run_sweep(sweep, environment=base.environment, on_cell=recorder)
         except KeyboardInterrupt as stop:
@@ -182,6 +182,10 @@ def main(argv: list[str]) -> int:
             return interrupted_exit_code(stop)
     report = recorder.write("complete")
     code = _summarize(report, paths, args.quiet)
+    if writer.failure:  # the files hold the last report written whole
+        print(f"apex-bench: error: {writer.failure}; the report on disk stops at the last successful write",
+              file=sys.stderr, flush=True)
+        code = max(code, 1)
     if gate is None:
         return code
     return max(code, run_gate(gate, paths[0], quiet=args.quiet))

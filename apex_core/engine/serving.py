@@ -23,7 +23,7 @@ from apex_core.results import Case, Support, Work
 if TYPE_CHECKING:
     import torch
 
-    from apex_core.workloads.engine_file import EngineParams
+    from apex_core.engine.workload import EngineParams
 
 
 class EngineBackend(abc.ABC):

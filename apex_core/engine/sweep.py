@@ -3,7 +3,7 @@
 ``plan_sweep`` does every check first (file, runtime, backend, device, each case against the
 model's inputs), so a bad case is a ``UsageError`` before anything runs; the model is loaded
 here once, by the backend that will run it, only to read its inputs. The result holds an
-ordinary ``Plan`` whose cells are ``engine`` workload cases (``apex_core.workloads.engine_file``)
+ordinary ``Plan`` whose cells are ``engine`` workload cases (``apex_core.engine.workload``)
 on the runtime's backend, and ``run_sweep`` runs it with the normal runner: every case in a
 worker process, so an engine that crashes or hangs becomes a ``crashed`` or ``timeout`` cell
 and the next case runs.
@@ -24,14 +24,14 @@ import attrs
 from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.shape_case import ShapeCase, key_safe, parse_shape_case, resolve_case
 from apex_core.engine.tensor_spec import TensorSpec
+from apex_core.engine.workload import DEFAULT_INT_HIGH, FEEDABLE_DTYPES, EngineParams, EngineWorkload
 from apex_core.errors import UsageError, first_line
 from apex_core.plan import Plan, PlannedCell
 from apex_core.registry import Registry
 from apex_core.results import Case, CellResult, Report
-from apex_core.runner import run_plan
-from apex_core.sharding import CellCallback
+from apex_core.running.runner import run_plan
+from apex_core.running.sharding import CellCallback
 from apex_core.timing import TimingOptions
-from apex_core.workloads.engine_file import DEFAULT_INT_HIGH, FEEDABLE_DTYPES, EngineParams, EngineWorkload
 
 # runtime -> (the file format, the backend that runs it by default)
 RUNTIMES: Mapping[str, tuple[str, str]] = {"onnxruntime": ("onnx", "onnxruntime"),
@@ -245,9 +245,9 @@ def filed(sweep: SweepPlan, cell: CellResult) -> CellResult:
 
 def empty_report(sweep: SweepPlan, environment: dict[str, Any] | None = None) -> Report:
     """The report before any case ran (status ``running``)."""
-    from apex_core.environment import capture_environment
-    from apex_core.report.autotune import summarize_autotune
-    from apex_core.runner import utc_now
+    from apex_core.measure.environment import capture_environment
+    from apex_core.running.autotune import summarize_autotune
+    from apex_core.running.runner import utc_now
 
     return Report(suite=SUITE, timestamp_utc=utc_now(),
                   environment=environment or capture_environment(sweep.device), config=sweep.config(),

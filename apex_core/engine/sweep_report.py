@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from apex_core.engine.shape_case import format_shape
+from apex_core.engine.workload import NO_REFERENCE
+from apex_core.report.formats import FORMATS, markdown_format
 from apex_core.results import Report
-from apex_core.workloads.engine_file import NO_REFERENCE
 
 
 def _shapes_text(tensors: Mapping[str, Any]) -> str:
@@ -42,3 +43,7 @@ def sweep_markdown(report: Report) -> str:
     lines += ["", f"Engine `{engine.get('path')}` (sha256 {engine.get('sha256')}), runtime "
               f"{engine.get('runtime')}. {checked}"]
     return render_markdown(report) + "\n".join(lines) + "\n"
+
+
+# a sweep's report: the suite's formats, with its own Markdown summary
+SWEEP_FORMATS = {**FORMATS, "markdown": markdown_format(sweep_markdown)}

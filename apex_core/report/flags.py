@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.doctor import physics_gbps
+from apex_core.measure.doctor import physics_gbps
 from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5

@@ -9,7 +9,7 @@ tolerance, since another CPU's BLAS moves their last bits: fingerprint.py), and
 file paths, the time of the run or the CPU's floating-point paths (docs/replay.md).
 
 The block is written from the cells' records alone: each cell carries its artifact,
-computed where it ran (``apex_core/replay_artifacts.py``). A (workload, case, dtype) none of
+computed where it ran (``apex_core/measure/replay_artifacts.py``). A (workload, case, dtype) none of
 whose cells ran (every backend skipped it, or each timed out) has a null hash.
 """
 
@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from apex_core.replay_artifacts import HASH_FORMAT, hash_platform
+from apex_core.measure.replay_artifacts import HASH_FORMAT, hash_platform
 from apex_core.results import CellResult, ReplayArtifact
 
 

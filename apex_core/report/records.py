@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.environment import environment_key
+from apex_core.measure.environment import environment_key
 from apex_core.report.flags import cell_flags, is_launch_bound
 from apex_core.report.manifest import replay_block
 from apex_core.results import Accuracy, CellResult, DeviceInfo, DeviceUse, Report, Stats, Status

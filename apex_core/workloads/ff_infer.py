@@ -260,6 +260,11 @@ class FFInfer(Workload):
     )
     params_type: ClassVar[type] = FFInferParams
     profiles = suite_profiles(FFInferParams)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:FF_INFER",
+        "jax": "adapters.jax_workloads.ff_infer:build",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """The batch varies; the height too while the level-0 grid holds k0 tiles; no bf16 export."""

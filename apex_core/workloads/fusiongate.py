@@ -82,6 +82,11 @@ class FusionGate(Workload):
     params_type = FusionGateParams
     case_names = ("default",)
     profiles = suite_profiles(FusionGateParams)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:FUSIONGATE",
+        "jax": "adapters.jax_workloads.fusiongate:build",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """Every map over batch and image size; no bf16 export (its float32 scalars)."""

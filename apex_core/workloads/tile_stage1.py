@@ -90,6 +90,11 @@ class TileStage1(Workload):
     params_type = TileStage1Params
     case_names = ("default",)
     profiles = suite_profiles(TileStage1Params)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:TILE_STAGE1",
+        "jax": "adapters.jax_workloads.tile_stage1:build",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """Writes through index_put: only the image varies."""

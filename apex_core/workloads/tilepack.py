@@ -60,6 +60,12 @@ class TilePack(Workload):
     params_type = TilePackParams
     case_names = ("default",)
     profiles = suite_profiles(TilePackParams)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:TILEPACK",
+        "jax": "adapters.jax_workloads.tilepack:build",
+        "tensorrt-plugin": "adapters.tensorrt_plugin:TILEPACK",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """The map and the tile count may change size."""

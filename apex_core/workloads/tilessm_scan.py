@@ -142,6 +142,12 @@ class TileSSMScan(Workload):
     params_type = TileSSMScanParams
     case_names = DIRECTIONS
     profiles = suite_profiles(TileSSMScanParams)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:TILESSM_SCAN",
+        "jax": "adapters.jax_workloads.tilessm_scan:build",
+        "tensorrt-plugin": "adapters.tensorrt_plugin:TILESSM_SCAN",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """Only the batch varies: the trace unrolls the scan over steps."""

@@ -142,6 +142,12 @@ class TileUnpack(Workload):
     params_type = TileUnpackParams
     case_names = ("override", "blend", "overlap")
     profiles = suite_profiles(TileUnpackParams)
+    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
+    implementations = {
+        "triton": "adapters.triton_ops:TILEUNPACK",
+        "jax": "adapters.jax_workloads.tileunpack:build",
+        "tensorrt-plugin": "adapters.tensorrt_plugin:TILEUNPACK",
+    }
 
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """blend writes through index_put and composes the K tiles in a traced loop: only the image varies."""

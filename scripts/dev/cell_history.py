@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 import apex_core
-from apex_core import cuda_timer
+from apex_core.measure import cuda_timer
 
 
 class AddFlush:

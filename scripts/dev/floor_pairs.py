@@ -19,7 +19,7 @@ import sys
 import attrs
 from dev_cells import triton_cell  # scripts/dev, this script's folder
 
-from apex_core.cuda_timer import CudaTimer, empty_kernel
+from apex_core.measure.cuda_timer import CudaTimer, empty_kernel
 from apex_core.timing import TimingOptions
 
 ROUNDS = 16

@@ -30,7 +30,7 @@ from typing import Any
 
 from dev_cells import delayed, triton_cell  # scripts/dev, this script's folder
 
-from apex_core.cuda_timer import _BATCH, CudaTimer, empty_kernel
+from apex_core.measure.cuda_timer import _BATCH, CudaTimer, empty_kernel
 from apex_core.timing import TimingOptions
 
 ORDERS = ("flush-hold", "hold-flush", "flush-sync-hold")

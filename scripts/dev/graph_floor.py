@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from apex_core.cuda_timer import CudaTimer
+from apex_core.measure.cuda_timer import CudaTimer
 from apex_core.timing import TimingOptions
 
 

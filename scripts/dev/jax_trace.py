@@ -12,7 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from adapters.jax_backend import JaxBackend
-from apex_core.kernel_timer import CALL_PREFIX, DEVICE_CATEGORIES, HOST_CATEGORIES, call_activities
+from apex_core.measure.kernel_timer import CALL_PREFIX, DEVICE_CATEGORIES, HOST_CATEGORIES, call_activities
 from apex_core.registry import Registry
 
 name, profile_name = sys.argv[1], sys.argv[2]

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from apex_core.cuda_timer import measure_cuda
+from apex_core.measure.cuda_timer import measure_cuda
 from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 

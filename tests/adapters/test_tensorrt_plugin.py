@@ -30,11 +30,13 @@ from adapters.tensorrt_plugin import (
     NO_LIBRARY,
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
-    PLUGINS,
+    TILESSM_SCAN,
+    TILEUNPACK,
     TensorRTPluginBackend,
     plugin_unsupported_reason,
 )
 from apex_core.errors import UsageError
+from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not on PATH")
@@ -165,23 +167,27 @@ def test_libraries_from_the_environment_load_through_the_same_path(tmp_path, mon
     assert loaded == [os.path.realpath(first), os.path.realpath(second)]
 
 
-# --- the workload -> plugin table --------------------------------------------------------
+# --- the plugin layer each workload brings -----------------------------------------------
+
+PLUGIN_WORKLOADS = ("tilepack", "tileunpack", "tilessm-scan")
 
 
-def test_table_names_the_plugins_and_says_why_the_rest_is_unsupported(workloads):
-    assert {name: spec.plugin for name, spec in PLUGINS.items()} == {
+def test_each_workload_brings_its_layer_and_the_rest_say_why_not(workloads):
+    layers = {name: implementation(w, "tensorrt-plugin") for name, w in workloads.items()}
+    assert {name: spec.plugin for name, spec in layers.items() if spec is not None} == {
         "tilepack": "TilePack", "tileunpack": "TileUnpackFusion", "tilessm-scan": "TileSSMScan"}
     assert (PLUGIN_VERSION, PLUGIN_NAMESPACE) == ("1", "apexx")
-    for name in workloads:
-        reason = plugin_unsupported_reason(name)
-        assert (reason == "") == (name in PLUGINS), name
-    assert "run it with tensorrt-engine" in plugin_unsupported_reason("ff-infer")
-    assert plugin_unsupported_reason("gemm").startswith("no apexx plugin implements gemm")
+    for name, workload in workloads.items():
+        reason = plugin_unsupported_reason(workload)
+        assert (reason == "") == (name in PLUGIN_WORKLOADS), name
+    reason = plugin_unsupported_reason(workloads["ff-infer"])
+    assert reason.startswith("ff-infer brings no TensorRT plugin layer") and "tensorrt-engine" in reason
 
 
-@pytest.mark.parametrize("name", sorted(PLUGINS))
+@pytest.mark.parametrize("name", PLUGIN_WORKLOADS)
 def test_plugin_io_matches_the_workload_inputs_and_reference_outputs(name, workloads):
-    workload, spec = workloads[name], PLUGINS[name]
+    workload = workloads[name]
+    spec = implementation(workload, "tensorrt-plugin")
     for case in workload.cases(workload.make_params("smoke")):
         inputs = workload.make_inputs(case, "cpu", torch.float32, 0)
         assert set(spec.inputs) <= set(inputs), case.id
@@ -191,11 +197,11 @@ def test_plugin_io_matches_the_workload_inputs_and_reference_outputs(name, workl
 def test_fields_carry_the_case_parameters(workloads):
     scan = workloads["tilessm-scan"]
     for case in scan.cases(scan.make_params("smoke", {"merge": "avg", "clamp": 50.0})):
-        fields = {f.name: (f.kind, f.values) for f in PLUGINS["tilessm-scan"].fields(case)}
+        fields = {f.name: (f.kind, f.values) for f in TILESSM_SCAN.fields(case)}
         assert fields == {"direction": ("INT32", (DIRECTION_CODES[case.name],)),
                           "merge": ("INT32", (MERGE_CODES["avg"],)), "clamp_value": ("FLOAT32", (50.0,))}
     unpack = workloads["tileunpack"]
-    modes = {c.name: {f.name: f.values for f in PLUGINS["tileunpack"].fields(c)}
+    modes = {c.name: {f.name: f.values for f in TILEUNPACK.fields(c)}
              for c in unpack.cases(unpack.make_params("smoke"))}
     assert modes == {"override": {"tile_size": (4,), "mode": (0,)}, "blend": {"tile_size": (4,), "mode": (1,)},
                      "overlap": {"tile_size": (4,), "mode": (0,)}}

@@ -14,9 +14,8 @@ import math
 import attrs
 from hypothesis import strategies as st
 
-from apex_core.cell import derive
 from apex_core.cli.main import main as cli_main
-from apex_core.report.autotune import summarize_autotune
+from apex_core.measure.cell import derive
 from apex_core.report.records import report_record
 from apex_core.results import (
     Accuracy,
@@ -32,6 +31,7 @@ from apex_core.results import (
     Timing,
     Work,
 )
+from apex_core.running.autotune import summarize_autotune
 from apex_core.stats import summarize
 from apex_core.timing import FIXED_MODE, TimingOptions
 

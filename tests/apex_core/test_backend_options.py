@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 import apex_core
-from apex_core.cell import CellSpec, execute_cell
 from apex_core.cli.args import build_run_parser
 from apex_core.cli.run_command import backend_options_from_args
 from apex_core.errors import UsageError
 from apex_core.interfaces import CellSkipped
+from apex_core.measure.cell import CellSpec, execute_cell
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
 from apex_core.results import Availability, SkipKind, Status, Support
-from apex_core.runner import run_plan
+from apex_core.running.runner import run_plan
+from apex_core.running.workers import WorkerPool
 from apex_core.timing import TimingOptions
-from apex_core.workers import WorkerPool
 from tests.apex_core.fakes import Axpy, Eager
 
 FAST = TimingOptions(warmup=1, min_iters=3, min_time_s=0.0, max_time_s=0.05)

@@ -8,8 +8,8 @@ import time
 import attrs
 import pytest
 
-from apex_core.cell import CellSpec, execute_cell
 from apex_core.interfaces import Backend, Prepared
+from apex_core.measure.cell import CellSpec, execute_cell
 from apex_core.report.markdown import render_markdown
 from apex_core.results import Availability, Report
 from apex_core.timing import FIXED_MODE, StopRule, TimingOptions, measure_cpu, remaining_samples, warm_up

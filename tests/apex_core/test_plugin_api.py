@@ -153,6 +153,22 @@ def test_the_first_api_work_is_served_by_the_shim_and_listed_as_deprecated():
     assert work_of(workload, case, "fp16").bytes_moved == 3 * 4 * case.params.n  # counted as it counts
 
 
+def test_the_engine_workloads_old_module_is_still_importable_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    from apex_core.engine import workload as engine_workload
+
+    sys.modules.pop("apex_core.workloads.engine_file", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("apex_core.workloads.engine_file")
+    assert old.EngineWorkload is engine_workload.EngineWorkload
+    assert old.NO_REFERENCE == engine_workload.NO_REFERENCE and old.case_seed is engine_workload.case_seed
+    assert any(issubclass(w.category, DeprecationWarning) and "apex_core.engine.workload" in str(w.message)
+               for w in caught)
+
+
 def test_profiles_is_still_importable_with_a_deprecation_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -280,3 +296,49 @@ def test_a_drifted_plugin_is_one_line_at_list_and_at_the_start_of_a_run(tmp_path
     cells = {c["backend"]: c for c in json.loads(out.read_text())["benchmarks"]}
     assert cells["torch-reference"]["status"] == "ok"
     assert cells["drifted"]["status"] == "error" and cells["drifted"].get("build_time_s") is None
+
+
+# --- implementations a workload brings (1.5) ----------------------------------------------
+
+AXPY_BUILD = object()  # what _Brings names as its "jax" implementation
+
+
+class _Brings(Axpy):
+    implementations = {"jax": "tests.apex_core.test_plugin_api:AXPY_BUILD",
+                       "triton": "tests.apex_core.test_plugin_api:NOT_THERE"}
+
+
+def test_a_workload_brings_its_implementations_imported_only_when_asked():
+    from apex_core.plugin_api import implementation
+
+    workload = _Brings()
+    assert implementation(workload, "jax") is AXPY_BUILD
+    assert implementation(workload, "tensorrt-plugin") is None and implementation(Axpy(), "jax") is None
+    with pytest.raises(AttributeError):
+        implementation(workload, "triton")  # the cell that needed it becomes an error with this message
+
+
+@pytest.mark.parametrize("bad", [["triton"], {"triton": "no_colon"}, {"triton": "a:b:c"}, {"triton": ":x"},
+                                 {3: "a:b"}])
+def test_implementations_that_cannot_be_read_fail_the_load_time_check(bad):
+    kind = type("BadImplementations", (Axpy,), {"implementations": bad})
+    checked = check_plugin(kind(), apex_core.Workload, "workload", "bad")
+    assert "implementations" in checked.error and "'module:attribute'" in checked.error
+    assert check_plugin(_Brings(), apex_core.Workload, "workload", "brings").error == ""
+
+
+def test_backends_find_a_workloads_code_by_their_kind_and_say_so_when_there_is_none():
+    from adapters.jax_backend import JaxBackend
+    from adapters.tensorrt_plugin import plugin_unsupported_reason
+    from adapters.triton_backend import TritonBackend
+
+    case = apex_core.Case("axpy", "default", Axpy().make_params())
+    assert JaxBackend().supports(_Brings(), case, "fp32").ok
+    for backend in (JaxBackend(), TritonBackend()):
+        support = backend.supports(Axpy(), case, "fp32")
+        assert not support.ok and "brings no" in support.reason and "Workload.implementations" in support.reason
+    assert "brings no TensorRT plugin layer" in plugin_unsupported_reason(Axpy())
+    # the built-in workloads name theirs the same way, with no table elsewhere
+    builtin = apex_core.Registry.discover().workloads
+    assert {name for name, w in builtin.items() if "triton" in w.implementations} == {
+        "tilepack", "tileunpack", "fusiongate", "tilessm-scan", "tile-stage1", "ff-infer"}

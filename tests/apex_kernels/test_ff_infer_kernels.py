@@ -6,15 +6,15 @@ import pytest
 import torch
 
 import apex_core
+from adapters import triton_ops
 from adapters.triton_autotune import autotune_entries, cached_keys
-from adapters.triton_ops import OPS
 from apex_core.results import Case, Status
 from apex_core.workloads.ff_infer import FFInfer, select_tiles
 from apex_kernels import ff_infer as kernels
 from tests.apex_kernels.repeated_calls import check_repeated_calls
 
 WORKLOAD = FFInfer()
-OP = OPS["ff-infer"]
+OP = triton_ops.FF_INFER
 CALLS = 3  # each launcher runs this many times in a row, each on fresh, poisoned buffers
 # B = 2, C not a power of two, a non-square map; tile_size 2 makes level-1 tiles 2 x 2
 SMALL = {"batch": 2, "channels": 6, "height": 16, "width": 24, "tile_size": 2, "hidden": 16}

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 import apex_core
+from adapters import triton_ops
 from adapters.triton_autotune import autotune_entries, cached_keys
-from adapters.triton_ops import OPS
 from apex_core.interfaces import Workload
+from apex_core.plugin_api import implementation
 from apex_core.results import Status
 from apex_core.workloads.fusiongate import FusionGate
 from apex_core.workloads.tilessm_scan import TileSSMScan
@@ -29,7 +30,7 @@ def check_launcher(workload: Workload, overrides: dict[str, Any], dtype_name: st
     params = workload.make_params("smoke", overrides)
     cases = [c for c in workload.cases(params) if case_names is None or c.name in case_names]
     assert cases
-    op = OPS[workload.name]
+    op = implementation(workload, "triton")
     for case in cases:
         assert op.supports(case, dtype_name) is None
         check_repeated_calls(workload, case, dtype_name, op.bind, calls=CALLS,
@@ -37,7 +38,7 @@ def check_launcher(workload: Workload, overrides: dict[str, Any], dtype_name: st
 
 
 def bind_scan(case: Any, inputs: dict, **options: Any) -> Any:
-    return OPS["tilessm-scan"].bind(TileSSMScan(), case, inputs, **options)
+    return triton_ops.TILESSM_SCAN.bind(TileSSMScan(), case, inputs, **options)
 
 
 # --- fusiongate -----------------------------------------------------------------------
@@ -188,15 +189,15 @@ def test_scan_every_split_config_covers_the_output(config: Any) -> None:
 def test_supports_names_the_dtypes(workload: Workload) -> None:
     case = workload.cases(workload.make_params("smoke"))[0]
     for dtype_name in ("fp32", "fp16", "bf16"):
-        assert OPS[workload.name].supports(case, dtype_name) is None
-    reason = OPS[workload.name].supports(case, "fp8")
+        assert implementation(workload, "triton").supports(case, dtype_name) is None
+    reason = implementation(workload, "triton").supports(case, "fp8")
     assert reason and "fp8" in reason
 
 
 def test_scan_rejects_a_clamp_beyond_float32() -> None:
     workload = TileSSMScan()
     case = workload.cases(workload.make_params("smoke", {"clamp": 1e39}))[0]
-    reason = OPS["tilessm-scan"].supports(case, "fp16")
+    reason = triton_ops.TILESSM_SCAN.supports(case, "fp16")
     assert reason and "clamp" in reason
     with pytest.raises(ValueError, match="clamp"):
         bind_scan(case, workload.make_inputs(case, "cpu", torch.float16, 0))

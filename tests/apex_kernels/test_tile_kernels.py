@@ -6,8 +6,9 @@ import torch
 pytest.importorskip("triton")
 
 import apex_core
-from adapters.triton_ops import OPS
+from adapters import triton_ops
 from apex_core.interfaces import Workload
+from apex_core.plugin_api import implementation
 from apex_core.results import Status
 from apex_core.timing import TimingOptions
 from apex_core.workloads.tile_stage1 import TileStage1
@@ -35,7 +36,8 @@ def check_repeated(workload: Workload, case_name: str, dtype_name: str,
     poisoned outputs; check every call."""
     params = workload.make_params("smoke", overrides or {})
     case = next(c for c in workload.cases(params) if c.name == case_name)
-    return check_repeated_calls(workload, case, dtype_name, OPS[workload.name].bind, calls=calls,
+    bind = implementation(workload, "triton").bind
+    return check_repeated_calls(workload, case, dtype_name, bind, calls=calls,
                                 build_seed=0, first_seed=100, mutate=mutate)
 
 
@@ -233,7 +235,7 @@ def test_tile_stage1_small_bands(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("workload", [TilePack(), TileUnpack(), TileStage1()], ids=lambda w: w.name)
 def test_supports_names_the_dtype(workload: Workload) -> None:
     case = workload.cases(workload.make_params("smoke"))[0]
-    op = OPS[workload.name]
+    op = implementation(workload, "triton")
     assert all(op.supports(case, name) is None for name in ("fp32", "fp16", "bf16"))
     reason = op.supports(case, "fp8")
     assert reason and "fp8" in reason and "fp16" in reason
@@ -244,7 +246,7 @@ def test_launcher_rejects_an_unsupported_tensor_dtype() -> None:
     case = workload.cases(workload.make_params("smoke"))[0]
     inputs = workload.make_inputs(case, "cpu", torch.float64, seed=0)
     with pytest.raises(ValueError, match="float64"):
-        OPS["tilepack"].bind(workload, case, inputs)
+        triton_ops.TILEPACK.bind(workload, case, inputs)
 
 
 def test_triton_backend_reports_fp8_unsupported() -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from apex_core.cell import derive
-from apex_core.report.autotune import summarize_autotune
+from apex_core.measure.cell import derive
 from apex_core.results import (
     Accuracy,
     CellResult,
@@ -25,6 +24,7 @@ from apex_core.results import (
     Timing,
     Work,
 )
+from apex_core.running.autotune import summarize_autotune
 from apex_core.stats import summarize
 
 # names no installed plugin has: the report must be written from the records alone

@@ -56,7 +56,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("golden")
     runs = {"run-a": records.report(), "run-b": records.report(slower=1.5, timestamp="2026-11-28T10:00:00Z")}
     for name, report in runs.items():
-        ReportWriter(tmp / f"{name}.json", tmp / f"{name}.md", tmp / f"{name}.html").write(report)
+        files = {"json": tmp / f"{name}.json", "markdown": tmp / f"{name}.md", "html": tmp / f"{name}.html",
+                 "csv": tmp / f"{name}.csv"}
+        ReportWriter(files).write(report)
     _cli("baseline", "emit", "--from", str(tmp / "run-a.json"), "--output", str(tmp / "baseline.json"))
     compare_text = _cli("compare", "--baseline", str(tmp / "baseline.json"),
                         "--current", str(tmp / "run-b.json"), "--summary", str(tmp / "compare-summary.json"),
@@ -68,7 +70,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         for name in runs:
             store.record(json.loads((tmp / f"{name}.json").read_text(encoding="utf-8")), tags=[name])
     texts = {path.name: path.read_text(encoding="utf-8") for path in sorted(tmp.iterdir())
-             if path.suffix in (".json", ".md", ".html")}
+             if path.suffix in (".json", ".md", ".html", ".csv")}
     texts["compare.txt"] = compare_text
     texts["history-list.txt"] = _cli("history", "list", "--history", str(history))
     texts["history-show.txt"] = _cli("history", "show", "run-b", "--history", str(history))
@@ -77,7 +79,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: _masked(text, tmp) for name, text in texts.items()}
 
 
-NAMES = ("run-a.json", "run-a.md", "run-a.html", "run-b.json", "run-b.md", "baseline.json",
+NAMES = ("run-a.json", "run-a.md", "run-a.html", "run-a.csv", "run-b.json", "run-b.md", "baseline.json",
          "compare-summary.json", "compare.md", "compare-trend.json", "compare.txt", "side-by-side.html",
          "history-list.txt", "history-show.txt", "history-trend.txt")
 

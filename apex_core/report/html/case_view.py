@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apex_core.doctor import physics_source
+from apex_core.measure.doctor import physics_source
 from apex_core.report.flags import FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
@@ -21,7 +21,7 @@ TOP = 12
 
 def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
     """The cell's minimal bytes over the device memory's bandwidth, in ms: no correct call is faster
-    (the bound of the ``faster_than_physics`` flag, apex_core.doctor.physics_source)."""
+    (the bound of the ``faster_than_physics`` flag, apex_core.measure.doctor.physics_source)."""
     if not str(cell.record.get("device") or "").startswith("cuda"):
         return None
     environment = run.get("environment")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from apex_core.report.writer import record_json
+from apex_core.report.formats import record_json
 from tests.apex_core.report_strategies import run_cli, runs_of_one_build
 
 READERS = settings(derandomize=True, database=None, deadline=None, max_examples=80,

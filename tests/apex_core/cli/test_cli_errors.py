@@ -99,8 +99,8 @@ def test_doctor_on_the_cpu_answers_in_a_few_lines(tmp_path):
 
 
 def test_an_internal_error_is_one_line_exit_3_with_the_traceback_in_a_file(monkeypatch, capsys):
-    from apex_core import doctor
     from apex_core.cli.main import EXIT_INTERNAL, main
+    from apex_core.measure import doctor
 
     def broken(device, full=True):
         raise RuntimeError("a bug in apex-bench")
@@ -146,7 +146,7 @@ def test_a_write_that_fails_mid_run_keeps_the_last_report_and_is_reported(tmp_pa
 
     report = Report(suite="s", timestamp_utc="2026-11-26T00:00:00Z", environment={"device": "cpu"},
                     config={}, status="running", cells=())
-    out = writer_module.ReportWriter(None, tmp_path / "r.md")
+    out = writer_module.ReportWriter({"markdown": tmp_path / "r.md"})
     out.write(report)
     assert out.failure == ""
 

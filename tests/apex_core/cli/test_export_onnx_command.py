@@ -12,7 +12,7 @@ pytest.importorskip("onnxruntime")
 
 from apex_core.cli.main import main  # noqa: E402
 from apex_core.engine.ort_runtime import load_onnx_model  # noqa: E402
-from apex_core.environment import package_version  # noqa: E402
+from apex_core.measure.environment import package_version  # noqa: E402
 
 
 def test_writes_one_checked_file_per_case_and_a_manifest(tmp_path, capsys):

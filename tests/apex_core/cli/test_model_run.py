@@ -10,7 +10,7 @@ with its probe's reason.
 import pytest
 
 from apex_core.cli.main import main
-from apex_core.workloads.engine_file import NO_REFERENCE
+from apex_core.engine.workload import NO_REFERENCE
 from tests.apex_core.cli.cli_helpers import one_line_error
 from tests.apex_core.engine.foreign_model import build_model
 from tests.apex_core.isolation_helpers import load

@@ -5,11 +5,11 @@ import torch
 
 from apex_core.engine.reference_model import check_reference, reference_outputs
 from apex_core.engine.sweep import plan_sweep
+from apex_core.engine.workload import NO_REFERENCE, EngineWorkload
 from apex_core.errors import UsageError
 from apex_core.results import Status
-from apex_core.runner import run_plan
+from apex_core.running.runner import run_plan
 from apex_core.timing import TimingOptions
-from apex_core.workloads.engine_file import NO_REFERENCE, EngineWorkload
 from tests.apex_core.engine.foreign_model import build_model
 
 pytest.importorskip("onnxruntime")

@@ -13,12 +13,12 @@ import torch
 from apex_core.engine import sweep
 from apex_core.engine.shape_case import parse_shape_case
 from apex_core.engine.sweep_report import sweep_markdown
+from apex_core.engine.workload import NO_REFERENCE, EngineParams, EngineWorkload, case_seed, random_feeds
 from apex_core.errors import UsageError
 from apex_core.report.records import cell_record, report_record
 from apex_core.report.schema import validate_report
 from apex_core.results import Case, Status
 from apex_core.timing import TimingOptions
-from apex_core.workloads.engine_file import NO_REFERENCE, EngineParams, EngineWorkload, case_seed, random_feeds
 from tests.markdown_helpers import note_number
 
 pytest.importorskip("onnxruntime")
@@ -114,7 +114,7 @@ def test_three_cases_give_three_ok_unchecked_cells_with_resolved_shapes(image_mo
     assert full["config"]["workloads"] == ["image"] and full["config"]["engine"]["sha256"] == plan.engine_sha256
     assert full["replay"]["inputs_only"] == ["image/b1/fp32", "image/b2/fp32", "image/x=4x3x8x8;idx=4x2/fp32"]
     workload, case = EngineWorkload(), plan.cases[0]
-    from apex_core.replay_artifacts import tensors_sha256
+    from apex_core.measure.replay_artifacts import tensors_sha256
 
     inputs = workload.make_inputs(case, "cpu", torch.float32, plan.plan.seed)
     assert full["replay"]["artifact_hashes"]["image/b1/fp32"] == tensors_sha256(inputs, {})

@@ -11,7 +11,7 @@ from apex_core.registry import Registry
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import cell_record
 from apex_core.results import Case, CellResult, Status, Work
-from apex_core.runner import run_plan
+from apex_core.running.runner import run_plan
 from apex_core.timing import TimingOptions
 from apex_core.workloads.tilepack import TilePack
 from tests.apex_core.fakes import Axpy, Eager

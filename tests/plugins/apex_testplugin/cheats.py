@@ -262,7 +262,7 @@ class CallStackBackend(_Skipper):
     description = "skips the work when a caller frame is in apex-bench's timers"
 
     def in_loop(self, state):
-        timers = ("apex_core/timing.py", "apex_core/cuda_timer.py", "apex_core/kernel_timer.py")
+        timers = ("apex_core/timing.py", "apex_core/measure/cuda_timer.py", "apex_core/measure/kernel_timer.py")
         return any(frame.filename.endswith(timers) for frame in inspect.stack(0)[1:8])
 
 

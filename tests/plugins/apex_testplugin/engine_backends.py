@@ -13,10 +13,10 @@ import ctypes
 import time
 
 from apex_core.engine.serving import EngineBackend, prepare_engine
+from apex_core.engine.workload import EngineWorkload
 from apex_core.interfaces import Backend, Prepared
 from apex_core.lazy_import import try_import
 from apex_core.results import Availability, Support
-from apex_core.workloads.engine_file import EngineWorkload
 
 
 class FaultyEngineBackend(EngineBackend, Backend):

@@ -1,0 +1,1 @@
+"""Running: cells in isolated workers, shards over devices, probes, builders, executors."""

@@ -1,0 +1,277 @@
+"""Run a plan: probe each backend once, skip what cannot run, execute the rest, record each cell."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from apex_core.errors import UsageError, describe_exception
+from apex_core.interfaces import warms_caches
+from apex_core.measure.cell import CellSpec, execute_cell
+from apex_core.measure.doctor import BackgroundFacts
+from apex_core.measure.environment import capture_environment
+from apex_core.plan import Plan, PlannedCell
+from apex_core.registry import Registry
+from apex_core.results import CellResult, DeviceInfo, DeviceUse, Report, SkipKind, Status
+from apex_core.running.autotune import summarize_autotune
+from apex_core.running.devices import pinning_env
+from apex_core.running.env_vars import overlaid_environ
+from apex_core.running.prebuild import BuildAhead
+from apex_core.running.probing import (
+    DEFAULT_PROBE_TIMEOUT_S,
+    ERROR,
+    TIMEOUT,
+    UNAVAILABLE,
+    Probes,
+    inline_prober,
+)
+from apex_core.running.sharding import CellBook, CellCallback, Slot, SlotState, retired_reason, run_slots
+from apex_core.running.workers import WorkerPool, WorkerStartError, pool_prober
+
+log = logging.getLogger(__name__)
+
+# Backend.supports is plugin code, called from every slot's thread: one call at a time.
+_SUPPORTS_LOCK = threading.Lock()
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
+    """Hand each planned backend its options in this process; returns {backend: why it failed}.
+
+    A ``UsageError`` (a bad option value) propagates, so it stops the run before any
+    cell; anything else a backend raises marks that backend's cells as errors.
+    """
+    failures: dict[str, str] = {}
+    for name in plan.backends:
+        backend = registry.backends.get(name)
+        if backend is None:
+            continue  # a broken plugin: its cells already become error rows
+        try:
+            backend.configure(plan.options_for(name))
+        except UsageError:
+            raise
+        except Exception as exc:
+            failures[name] = f"configure() raised {describe_exception(exc)}"
+    return failures
+
+
+def _planned_result(cell: PlannedCell, status: Status, reason: str,
+                    kind: SkipKind | None = None) -> CellResult:
+    return CellResult(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
+                      status, params=cell.case.params_dict(), reason=reason, skip_kind=kind)
+
+
+def decide_without_running(cell: PlannedCell, registry: Registry, probes: Probes,
+                           configure_failures: dict[str, str]) -> CellResult | None:
+    """The result of a cell that will not run (broken plugin, failed probe, unavailable, unsupported)."""
+    for group, name in (("workload", cell.case.workload), ("backend", cell.backend)):
+        row = registry.broken_row(group, name)
+        if row is not None:
+            return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
+    if cell.backend in configure_failures:
+        return _planned_result(cell, Status.ERROR, configure_failures[cell.backend])
+    probe = probes.result(cell.backend, cell.device)
+    if probe.status in (ERROR, TIMEOUT):  # a probe that raised, crashed or hung is a bug, not a skip
+        return _planned_result(cell, Status.ERROR if probe.status == ERROR else Status.TIMEOUT, probe.reason)
+    if probe.status == UNAVAILABLE:
+        return _planned_result(cell, Status.SKIPPED, probe.reason, SkipKind.UNAVAILABLE)
+    backend = registry.backends[cell.backend]
+    workload = registry.workloads[cell.case.workload]
+    try:
+        with _SUPPORTS_LOCK:
+            support = backend.supports(workload, cell.case, cell.dtype)
+    except Exception as exc:
+        return _planned_result(cell, Status.ERROR, f"supports() raised {describe_exception(exc)}")
+    if not support.ok:
+        return _planned_result(cell, Status.SKIPPED, support.reason, SkipKind.UNSUPPORTED)
+    return None
+
+
+def cell_spec(plan: Plan, cell: PlannedCell) -> CellSpec:
+    """What a worker needs to run ``cell`` of ``plan``."""
+    return CellSpec(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
+                    cell.case.params_dict(), plan.seed, plan.timing, plan.options_for(cell.backend))
+
+
+def run_plan(
+    plan: Plan,
+    registry: Registry,
+    *,
+    isolation: str = "process",
+    suite: str = "apex-bench",
+    environment: dict[str, Any] | None = None,
+    on_cell: CellCallback | None = None,
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    devices: Sequence[DeviceInfo] | None = None,
+    worker_env: Mapping[str, str] | None = None,
+    executor: Any = None,
+    build_workers: int = 0,
+    measure_device_facts: bool = False,
+) -> Report:
+    """Run every cell of ``plan`` and return the immutable report.
+
+    ``isolation="process"`` runs cells in a replaceable worker process (crashes and
+    hangs are recorded, the run goes on); ``"inline"`` runs them in this process,
+    which is faster and works with registries of in-memory objects. Backends are
+    probed where their cells run: in the worker, each under ``probe_timeout_s``, with
+    process isolation; in this process inline.
+    ``devices`` shards the cells over one worker per card (``apex_core.running.sharding``);
+    ``worker_env`` is set in every worker before it starts (the compile caches);
+    ``executor`` (``apex_core.running.ray_executor.RayExecutor``) runs the cells
+    elsewhere instead. ``build_workers`` builder processes warm the compile caches of
+    upcoming cells meanwhile (``apex_core.running.prebuild``; process isolation, no executor).
+    With ``measure_device_facts`` (the default when ``environment`` is None and no
+    executor is given) the device's figures (``apex_core.measure.doctor.device_facts``) are
+    measured into the environment in a thread while the run's processes start, and no
+    slot takes a cell until they are in.
+    ``on_cell(index, total, cell, result)`` is called with
+    ``result=None`` before a cell starts and with its result once it is done; with
+    several workers the calls come from their threads, one at a time.
+    """
+    if isolation not in ("process", "inline"):
+        raise ValueError(f"isolation must be 'process' or 'inline', got {isolation!r}")
+    if isolation == "inline" and (devices or executor is not None):
+        raise UsageError("--inline runs every cell in this process: it cannot use --devices or --executor")
+    if build_workers and (isolation == "inline" or executor is not None):
+        raise UsageError("--build-workers starts builder processes beside the local workers: it cannot be "
+                         "used with --inline, and under Ray the executor's build_workers says how many")
+    timestamp = utc_now()
+    configure_failures = configure_backends(plan, registry)
+    if environment is None and executor is None:
+        environment, measure_device_facts = capture_environment(plan.device, measure_device=False), True
+    env = environment if environment is not None else capture_environment(plan.device)
+    book = CellBook(plan.cells, on_cell)
+    status = "interrupted"
+    uses: tuple[DeviceUse, ...] = ()
+    if executor is not None:
+        try:
+            uses = executor.run(plan, registry, book, configure_failures, dict(worker_env or {}),
+                                probe_timeout_s)
+            status = "complete"
+        finally:
+            book.stopping.set()
+    else:
+        states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
+        ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
+        book.defer = ahead.building
+        if measure_device_facts:
+            # measured while the processes start; no slot takes a cell until they are in
+            book.before_first = partial(_get_ready, facts=BackgroundFacts(plan.device, env).start(), book=book)
+        try:
+            ahead.start()
+            # an inline run gets the workers' environment (the compile caches) here, then restored
+            with overlaid_environ(worker_env if isolation == "inline" and worker_env else {}):
+                run_slots(states, book, lambda state, cell: _run_one(plan, cell, registry, state,
+                                                                        configure_failures, ahead))
+            for index in book.drain():  # left by slots that were all taken out of the rotation
+                cell = book.cells[index]
+                book.finish(index, _planned_result(cell, Status.ERROR, retired_reason(states)))
+            status = "complete"
+        finally:
+            ahead.close()  # first: what builders still warm is of no use now
+            for state in states:
+                if state.pool is not None:
+                    # an interrupted run may leave a worker in a hanging cell: kill it, do not wait
+                    state.pool.close(graceful=status == "complete")
+        uses = tuple(use for use in (state.use() for state in states) if use is not None)
+    results = book.results()
+    return Report(
+        suite=suite,
+        timestamp_utc=timestamp,
+        environment=env,
+        config=plan.config(),
+        status=status,
+        cells=results,
+        plugins=registry.broken,
+        deprecations=registry.deprecations,
+        triton_autotune=summarize_autotune(results),
+        devices=uses,
+    )
+
+
+def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] | None,
+                 worker_env: Mapping[str, str] | None, probe_timeout_s: float,
+                 isolation: str) -> list[SlotState]:
+    """One slot per card (or the one worker of a plain run), each with its pool and probes."""
+    slots = [Slot(card, {**(worker_env or {}), **pinning_env(card)}) for card in devices] if devices \
+        else [Slot(None, dict(worker_env or {}))]
+    states = []
+    for slot in slots:
+        if isolation == "inline":
+            prober = inline_prober(registry.backends, probe_timeout_s)
+            states.append(SlotState(slot, None, Probes(registry.backends, prober, plan.options_for)))
+            continue
+        # a worker pinned to a real GPU checks it before taking work (a fake list has none to check)
+        self_test = slot.device is not None and plan.device == "cuda"
+        pool = WorkerPool(registry.in_memory_blob(), env=slot.env, self_test=self_test)
+        states.append(SlotState(slot, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
+                                                   plan.options_for)))
+    return states
+
+
+def _get_ready(state: SlotState, facts: BackgroundFacts, book: CellBook) -> None:
+    """A slot's start: its worker starts while the device facts are measured, then it waits for them."""
+    if state.pool is not None:
+        # a worker that does not start here is started (and its failure counted) with the first cell
+        with contextlib.suppress(WorkerStartError):
+            state.pool.ensure_started()
+    facts.wait(book.stopping)
+
+
+def warmable_cells(cells: Sequence[PlannedCell], registry: Registry, configure_failures: Mapping[str, str]
+                   ) -> list[bool]:
+    """For each cell, whether a builder can fill its caches ahead (its backend has the hook)."""
+    return [cell.backend in registry.backends and cell.case.workload in registry.workloads
+            and cell.backend not in configure_failures and warms_caches(registry.backends[cell.backend])
+            for cell in cells]
+
+
+def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,
+                 configure_failures: dict[str, str]) -> BuildAhead:
+    """The run's builders (none when ``count`` is 0), sharing its cards' environments in turn."""
+    warmable = warmable_cells(book.cells, registry, configure_failures)
+    plugins = registry.in_memory_blob() if count else b""
+    return BuildAhead(book.cells, warmable, lambda index: cell_spec(plan, book.cells[index]), count,
+                      [state.slot.env for state in states], plan.timeout_s, plugins)
+
+
+def _run_one(plan: Plan, cell: PlannedCell, registry: Registry, state: SlotState,
+             configure_failures: dict[str, str], ahead: BuildAhead) -> CellResult:
+    """Decide and, if it can run, run one cell on one slot; raises WorkerStartError when no worker starts."""
+    if state.slot.device is not None and state.pool is not None:
+        state.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
+    result = decide_without_running(cell, registry, state.probes, configure_failures)
+    if result is None:
+        prebuild = ahead.claim(cell)  # waits for a builder still warming it
+        result = _execute(plan, cell, registry, state.pool)
+        if prebuild is not None:
+            result = prebuild.stamp(result)
+    else:
+        ahead.claim(cell, wait=False)  # it will not run: no builder needs to warm it
+    if result.log:
+        log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
+    return result
+
+
+def run_cell_in_pool(plan: Plan, cell: PlannedCell, pool: WorkerPool) -> CellResult:
+    """Run ``cell`` in ``pool``'s worker under the plan's timeout (crashes and hangs become results)."""
+    return pool.run(cell_spec(plan, cell), plan.timeout_s)
+
+
+def _execute(plan: Plan, cell: PlannedCell, registry: Registry, pool: WorkerPool | None) -> CellResult:
+    if pool is not None:
+        return run_cell_in_pool(plan, cell, pool)
+    spec = cell_spec(plan, cell)
+    started = time.perf_counter()
+    result = execute_cell(registry.workloads[cell.case.workload], registry.backends[cell.backend], spec)
+    log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)
+    return result

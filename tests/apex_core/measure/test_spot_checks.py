@@ -1,0 +1,96 @@
+"""Spot checks inside the timing loops: the CPU timer and the CUDA timer's logic (with the fake
+CUDA of test_cuda_timer.py), honest and stale calls, inputs changed while timed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from apex_core.correctness import compare_outputs
+from apex_core.measure.spot_checks import FreshSet, SpotChecks, SpotWrong
+from apex_core.results import Tolerance
+from apex_core.timing import TimingOptions, measure_cpu
+from tests.apex_core.measure.test_cuda_timer import OPTIONS, FakeClock, make_timer
+
+TOL = Tolerance(1e-6, 1e-5)
+CPU_OPTIONS = TimingOptions(warmup=2, min_iters=40, min_time_s=0.0, max_time_s=1.0)
+
+
+def double(inputs):
+    return {"y": inputs["x"] * 2}
+
+
+def spot_checks(slots, spots=frozenset({0, 10, 20})):
+    sets = [FreshSet({"x": torch.full((4,), float(n + 1))}, {"y": torch.full((4,), 2.0 * (n + 1))})
+            for n in range(3)]
+    return SpotChecks(sets, slots, lambda out, ref: compare_outputs(out, ref, TOL, "during-timing"), spots)
+
+
+def test_cpu_honest_calls_pass_and_their_samples_are_marked_fresh():
+    inputs = {"x": torch.zeros(4)}
+    spot = spot_checks([inputs])
+    measure_cpu(lambda: double(inputs), CPU_OPTIONS, spot=spot)
+    assert spot.fresh == [0, 10, 20] and not spot.sets  # every set used once
+
+
+def test_cpu_stale_outputs_inside_the_loop_are_wrong():
+    inputs = {"x": torch.zeros(4)}
+    first = double(inputs)
+    with pytest.raises(SpotWrong, match="wrong result in the timed call on fresh input set 1 of 3"):
+        measure_cpu(lambda: first, CPU_OPTIONS, spot=spot_checks([inputs]))
+
+
+def test_cpu_inputs_changed_while_timed_are_caught_at_the_next_refresh():
+    inputs = {"x": torch.zeros(4)}
+
+    def mutating():
+        out = double(inputs)
+        inputs["x"][0] = out["y"][0]  # after computing: the answer is right, the input is not kept
+        return out
+
+    with pytest.raises(SpotWrong, match="changed its input 'x'.*before fresh input set 2 of 3"):
+        measure_cpu(mutating, CPU_OPTIONS, spot=spot_checks([inputs]))
+
+
+def _advancing(clock, inputs, stale=None):
+    def call():
+        clock.now_ms += 0.01
+        return stale if stale is not None else double(inputs)
+    return call
+
+
+def test_cuda_timer_spot_checks_the_placement_called_next():
+    clock = FakeClock()
+    first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
+    spot = spot_checks([first, second])
+    make_timer(clock, None, OPTIONS).measure(_advancing(clock, first), [_advancing(clock, second)], spot=spot)
+    assert spot.fresh and set(spot.expected) <= {0, 1}
+    assert spot.fresh[0] == 0
+
+
+def test_cuda_timer_stale_outputs_are_wrong():
+    clock = FakeClock()
+    inputs = {"x": torch.zeros(4)}
+    stale = double(inputs)
+    with pytest.raises(SpotWrong, match="wrong result in the timed call on fresh input set 1 of 3"):
+        make_timer(clock, None, OPTIONS).measure(_advancing(clock, inputs, stale), spot=spot_checks([inputs]))
+
+
+def test_the_checks_own_time_does_not_eat_the_cells_sampling_time():
+    # at a large size a check (a GB of inputs to write and compare) can outlast --max-time; the
+    # stop rule must not see it, or the cell stops at its minimum samples on the time cap
+    import time
+
+    inputs = {"x": torch.zeros(4)}
+
+    def slow_compare(out, ref):
+        time.sleep(0.3)
+        return compare_outputs(out, ref, TOL, "during-timing")
+
+    sets = [FreshSet({"x": torch.full((4,), float(n + 1))}, {"y": torch.full((4,), 2.0 * (n + 1))})
+            for n in range(3)]
+    spot = SpotChecks(sets, [inputs], slow_compare, frozenset({0, 1, 2}))
+    options = TimingOptions(warmup=0, min_iters=5, min_time_s=0.05, max_time_s=0.25)
+    timing = measure_cpu(lambda: double(inputs), options, spot=spot)
+    assert spot.fresh == [0, 1, 2] and spot.spent_s >= 0.9
+    assert timing.stop_reason != "time_cap" and len(timing.samples_ms) > 5
