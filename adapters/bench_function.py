@@ -6,6 +6,9 @@ folders are configured, so runs without them carry no column of unsupported cell
 
 from __future__ import annotations
 
+import torch
+
+from apex_core.config_file import current_config, discover_folders
 from apex_core.discovery.workload import DiscoveredWorkload
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
@@ -18,11 +21,8 @@ class BenchFunctionBackend(Backend):
     description = "the function a bench.yaml names for its workload (apex-bench --discover DIR)"
 
     def probe(self, device: str) -> Availability:
-        if device == "cuda":
-            import torch
-
-            if not torch.cuda.is_available():
-                return Availability.no("no CUDA device")
+        if device == "cuda" and not torch.cuda.is_available():
+            return Availability.no("no CUDA device")
         return Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
@@ -40,7 +40,5 @@ class BenchFunctionBackend(Backend):
 
 def bench_function_backend() -> dict[str, Backend]:
     """``{"bench-function": ...}`` while discover folders are configured (``--discover``, config); else {}."""
-    from apex_core.config_file import current_config, discover_folders
-
     path, config = current_config()
     return {BenchFunctionBackend.name: BenchFunctionBackend()} if discover_folders(config, path) else {}

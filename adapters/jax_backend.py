@@ -24,6 +24,7 @@ import torch
 from adapters.jax_setup import gpu_reason, load_jax
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason
+from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
 
@@ -113,8 +114,6 @@ def _platform(arrays: Mapping[str, Any]) -> str:
 
 
 def _kernel_timer_reason() -> str:
-    from apex_core.measure.kernel_timer import profiler_unavailable_reason
-
     why = profiler_unavailable_reason()
     return f"jax on CUDA is timed by the kernel-only timer, which cannot run here: {why}" if why else ""
 

@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from apex_core.engine.serving import EngineBackend
+from apex_core.engine.onnx_export import export_workload, exportable_in
+from apex_core.engine.ort_runtime import UnsupportedModelError, dtype_name_of, load_onnx_model
+from apex_core.engine.serving import EngineBackend, prepare_engine
 from apex_core.engine.workload import EngineWorkload
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
@@ -30,8 +32,6 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
     engine_formats = frozenset({"onnx"})
 
     def load_engine(self, path: str, device: str) -> Any:
-        from apex_core.engine.ort_runtime import load_onnx_model
-
         return load_onnx_model(path, device=device)
 
     def probe(self, device: str) -> Availability:
@@ -59,17 +59,12 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
         Whether the provider has a kernel for every operator in the dtype depends on the
         device, which only ``prepare`` knows: there a missing kernel skips the cell.
         """
-        from apex_core.engine.onnx_export import exportable_in
-
         if isinstance(workload, EngineWorkload):
             return self.engine_support(case.params)
         ok, reason = exportable_in(workload, case, dtype_name)
         return Support.yes() if ok else Support.no(reason)
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
-        from apex_core.engine.onnx_export import export_workload
-        from apex_core.engine.ort_runtime import UnsupportedModelError, load_onnx_model
-
         device = str(next(iter(inputs.values())).device)
         if isinstance(workload, EngineWorkload):
             return self._prepare_file(case, inputs, device)
@@ -98,12 +93,8 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
             },
         )
 
-
     def _prepare_file(self, case: Case, inputs: Inputs, device: str) -> Prepared:
         """An ONNX file of the engine workload: load it, bind the case's inputs."""
-        from apex_core.engine.ort_runtime import UnsupportedModelError
-        from apex_core.engine.serving import prepare_engine
-
         try:
             model = self.load_engine(case.params.engine, device)
         except UnsupportedModelError as exc:
@@ -114,8 +105,6 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
 def _cell_dtype(inputs: Inputs) -> str:
     """The cell's dtype: data inputs take it, while index inputs and parameters that are
     float32 in every cell (scan parameters, scalars, utilities) keep theirs."""
-    from apex_core.engine.ort_runtime import dtype_name_of
-
     floating = {dtype_name_of(t.dtype) for t in inputs.values() if t.is_floating_point()}
     others = sorted(floating - {"fp32"})
     return others[0] if others else "fp32"

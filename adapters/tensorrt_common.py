@@ -13,18 +13,17 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
+import numpy as np
+import torch
 
 from apex_core.engine.runtime import BoundModel
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, one_line
 from apex_core.lazy_import import cuda_reason, try_import
 from apex_core.shared_library import is_bare_library_name, resolve_library
-
-if TYPE_CHECKING:
-    import torch
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +97,6 @@ def dtype_name_of_trt(trt_dtype: Any) -> str:
 
 
 def torch_dtype(dtype_name: str) -> torch.dtype:
-    import torch
-
     return getattr(torch, _TORCH_DTYPES[dtype_name])
 
 
@@ -201,8 +198,6 @@ class TensorRTEngineModel:
 
     def bind(self, feeds: Mapping[str, torch.Tensor]) -> BoundModel:
         """Set input shapes, allocate outputs once and bind every address; ``fn`` only enqueues."""
-        import torch
-
         problem = feed_problem(self.inputs, {n: (dtype_name_of_torch(t.dtype), tuple(t.shape))
                                              for n, t in feeds.items()})
         if problem:
@@ -251,8 +246,6 @@ class TensorRTEngineModel:
 
 def engine_model_from_bytes(data: bytes, device: str = "cuda", label: str = "engine") -> TensorRTEngineModel:
     """Deserialize an engine on ``device``; raises ``EngineLoadError`` saying why it failed."""
-    import torch
-
     trt = import_tensorrt(device)
     logger = _RecordingLogger.get(trt)
     logger.drain()
@@ -449,8 +442,6 @@ class PluginFieldValue:
 def build_plugin_engine(creator: Any, *, layer_name: str, inputs: Sequence[tuple[str, str, tuple[int, ...]]],
                         outputs: Sequence[str], fields: Sequence[PluginFieldValue], precision: str) -> bytes:
     """A network of one plugin layer: ``inputs`` (name, dtype, shape) in order, ``outputs`` named in order."""
-    import numpy as np
-
     trt = import_tensorrt()
     logger = _RecordingLogger.get(trt)
     logger.drain()

@@ -35,7 +35,8 @@ from adapters.tensorrt_common import (
 )
 from apex_core.backend_options import BackendOption
 from apex_core.correctness import DTYPES
-from apex_core.engine.serving import EngineBackend
+from apex_core.engine.onnx_export import export_workload, exportable_in
+from apex_core.engine.serving import EngineBackend, prepare_engine
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.engine.workload import EngineWorkload
 from apex_core.errors import UsageError
@@ -176,7 +177,6 @@ class TensorRTEngineBackend(EngineBackend, Backend):
     def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
         if dtype_name not in ("fp16", "bf16", "fp32"):
             return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
-        from apex_core.engine.onnx_export import exportable_in
 
         # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
         ok, why = exportable_in(workload, case, dtype_name)
@@ -195,8 +195,6 @@ class TensorRTEngineBackend(EngineBackend, Backend):
                 engine_model = self._model(case.params.engine, device)
             except EngineLoadError as exc:
                 raise CellSkipped(str(exc)) from None
-            from apex_core.engine.serving import prepare_engine
-
             return prepare_engine(engine_model, case, inputs)
         if self.options.build:
             model, source = self._built_model(workload, case, inputs, device), "built from the ONNX export"
@@ -214,8 +212,6 @@ class TensorRTEngineBackend(EngineBackend, Backend):
 
     def _built_model(self, workload: Workload, case: Case, inputs: Inputs, device: str) -> TensorRTEngineModel:
         """Export the case to ONNX, build with a profile around its shapes, deserialize."""
-        from apex_core.engine.onnx_export import export_workload
-
         dtype_name = cell_dtype_name(inputs)
         with tempfile.TemporaryDirectory(prefix="apex-bench-trt-") as folder:
             onnx_path = Path(folder) / f"{workload.name}-{case.name}-{dtype_name}.onnx"

@@ -11,11 +11,19 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
+from adapters.triton_autotune import autotune_entries, cached_keys
+from adapters.triton_picks import RETUNE, shipped_picks
+from adapters.triton_warm import compile_launches
 from apex_core.backend_options import BackendOption
+from apex_core.errors import describe_exception
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
+from apex_core.measure.cuda_timer import TUNING_METHOD, tuning_bench
 from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
+from apex_kernels.tuned import autotuners, kernel_ids
 
 INTERPRETER_NOTE = "Triton interpreter on the CPU: correctness only, timings not comparable"
 
@@ -33,8 +41,6 @@ def tune_with_held_timer(tuners: Mapping[str, Any]) -> str:
     ``tuners`` are ``apex_kernels.tuned.autotuners()``. Returns the tuning method, for the
     cell's metadata.
     """
-    from apex_core.measure.cuda_timer import TUNING_METHOD, tuning_bench
-
     for tuner in tuners.values():
         tuner._do_bench = tuning_bench  # read by Triton's cached do_bench ...
         vars(tuner)["do_bench"] = tuning_bench  # ... unless it was already read
@@ -68,15 +74,9 @@ class TritonBackend(Backend):
         The picks only save time: whatever goes wrong here leaves the autotuners as they
         were (every shape tuned) and the cell's record says why, never failing the cell.
         """
-        from adapters.triton_picks import RETUNE, shipped_picks
-        from apex_core.errors import describe_exception
-        from apex_kernels.tuned import kernel_ids
-
         try:
             if self.retune:
                 return None, kernel_ids(tuners), dict(RETUNE)
-            import torch
-
             device = next((t.device for t in inputs.values() if isinstance(t, torch.Tensor) and t.is_cuda),
                           None)
             return shipped_picks(torch.cuda.get_device_name(device)).seed(tuners)
@@ -104,8 +104,6 @@ class TritonBackend(Backend):
         return Support.no(reason) if reason else Support.yes()
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
-        from adapters.triton_autotune import autotune_entries, cached_keys
-
         launcher = implementation(workload, "triton").bind(workload, case, inputs)
         # after binding: the kernel modules are imported, and no launch has run yet
         if interpreting():
@@ -116,7 +114,6 @@ class TritonBackend(Backend):
 
             return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
                             "triton_interpreter", report_metadata=interpreted)
-        from apex_kernels.tuned import autotuners
 
         tuners = autotuners()  # the kernel modules the binding imported, among them
         tuning = tune_with_held_timer(tuners)
@@ -134,11 +131,9 @@ class TritonBackend(Backend):
         """Compile every configuration of the cell's kernels into Triton's cache, launching none."""
         if interpreting():
             return "the Triton interpreter compiles nothing"
-        from adapters.triton_warm import compile_launches
 
         # binding allocates the outputs (and may fill a buffer); it launches none of the cell's kernels
         launcher = implementation(workload, "triton").bind(workload, case, inputs)
-        from apex_kernels.tuned import autotuners
 
         self._seed_picks(inputs, autotuners())  # a shipped pick is the only configuration its launch compiles
         compiled, failed = compile_launches(launcher.launches)

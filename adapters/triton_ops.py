@@ -19,6 +19,9 @@ import attrs
 from apex_core.correctness import DTYPES
 from apex_core.interfaces import Inputs, Workload
 from apex_core.results import Case
+from apex_core.workloads.ff_infer import NORM_EPS, SCAN_MERGE, level_weights
+from apex_core.workloads.tilessm_scan import DECAY_MAX, DECAY_MIN
+from apex_kernels._utils import SUPPORTED_DTYPES
 
 Bind = Callable[..., Any]  # (workload, case, inputs, **options) -> apex_kernels Launcher
 Limits = Callable[[Case], "str | None"]
@@ -37,7 +40,6 @@ class TritonOp:
         """Why the kernel cannot run ``case`` in ``dtype_name``, or None when it can."""
         if self.cases is not None and case.name not in self.cases:
             return f"the {case.workload} Triton kernel has no case {case.name!r} ({', '.join(self.cases)})"
-        from apex_kernels._utils import SUPPORTED_DTYPES
 
         names = [name for name, dtype in DTYPES.items() if dtype in SUPPORTED_DTYPES]
         if dtype_name not in names:
@@ -81,8 +83,6 @@ def _fusiongate_limits(case: Case) -> str | None:
 
 
 def _tilessm_scan(workload: Workload, case: Case, inputs: Inputs, **options: Any) -> Any:
-    from apex_core.workloads.tilessm_scan import DECAY_MAX, DECAY_MIN
-
     p = case.params
     names = ("tokens", "decay", "input_gain", "output_gain", "state_bias")
     return _kernels("tilessm_scan").tilessm_scan_launcher(
@@ -97,8 +97,6 @@ def _tilessm_scan_limits(case: Case) -> str | None:
 
 
 def _ff_infer(workload: Workload, case: Case, inputs: Inputs, **options: Any) -> Any:
-    from apex_core.workloads.ff_infer import NORM_EPS, SCAN_MERGE, level_weights
-
     workload.validate_inputs(case, inputs)  # syncs the host once, here, never per call
     p = case.params
     names = ("features", "boundary", "uncertainty", "util0", "split_util")

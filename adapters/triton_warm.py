@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from adapters.triton_autotune import tuning_key
+
 log = logging.getLogger(__name__)
 
 # Compiles of one cell at once (each builder process; ptxas runs as a process of its own).
@@ -31,8 +33,6 @@ def _compile_jobs(launch: Any) -> list[Callable[[], Any]]:
     """One zero-argument compile per configuration the launch may run."""
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import KernelInterface
-
-    from adapters.triton_autotune import tuning_key
 
     kernel, args, grid, meta = launch.kernel, launch.args, launch.grid, dict(launch.meta)
     if isinstance(kernel, Autotuner):

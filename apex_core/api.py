@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import torch
 
 from apex_core.errors import UsageError
 from apex_core.plan import build_plan
@@ -22,8 +23,6 @@ from apex_core.timing import TimingOptions
 
 def default_device() -> str:
     """``cuda`` when a CUDA device is usable, else ``cpu``."""
-    import torch
-
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -33,8 +32,6 @@ def default_dtypes(device: str) -> tuple[str, ...]:
 
 
 def check_device(device: str) -> None:
-    import torch
-
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here (use --device cpu)")
 

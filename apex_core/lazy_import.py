@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 from types import ModuleType
 
+import torch
+
 from apex_core.errors import first_line
 
 
@@ -25,8 +27,6 @@ def try_import(module: str, install_hint: str) -> tuple[ModuleType | None, str]:
 
 def cuda_reason() -> str:
     """Empty when a CUDA device is usable, else why not."""
-    import torch
-
     if not torch.cuda.is_available():
         if torch.version.cuda is None:
             return "no CUDA device (this torch build has no CUDA support)"

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 import signal
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from importlib.metadata import entry_points
 from typing import Any
+
+from stevedore import ExtensionManager
 
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, Workload
@@ -40,8 +44,6 @@ def _source_of(entry_point: Any) -> str:
 
 def load_entry_points(group: str) -> list[FoundPlugin]:
     """Load every entry point of ``group`` with stevedore, keeping failures as rows."""
-    from stevedore import ExtensionManager
-
     failures: list[FoundPlugin] = []
 
     def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
@@ -71,8 +73,6 @@ def load_entry_points(group: str) -> list[FoundPlugin]:
 
 def _load_one_by_one(group: str) -> list[FoundPlugin]:
     """Every entry point of ``group`` imported on its own; anything but Ctrl-C becomes a failure row."""
-    from importlib.metadata import entry_points
-
     found = []
     for entry_point in entry_points(group=group):
         try:
@@ -189,7 +189,6 @@ class Registry:
         """
         if not any(self.in_memory):
             return b""
-        import pickle
 
         for obj in (*self.in_memory[0], *self.in_memory[1]):
             try:
@@ -206,7 +205,6 @@ class Registry:
         """In a worker: add the objects of ``in_memory_blob`` over what discovery found."""
         if not blob:
             return
-        import pickle
 
         backends, workloads = pickle.loads(blob)
         self.backends.update({b.name: b for b in backends})

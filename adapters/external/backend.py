@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import torch
 
 from adapters.external.config import ExternalCommand
 from adapters.external.contract import (
@@ -49,11 +50,8 @@ class ExternalBackend(Backend):
         self.devices = frozenset(command.devices)  # type: ignore[misc]
 
     def probe(self, device: str) -> Availability:
-        if device == "cuda":
-            import torch
-
-            if not torch.cuda.is_available():
-                return Availability.no("no CUDA device (the inputs are made on the cell's device)")
+        if device == "cuda" and not torch.cuda.is_available():
+            return Availability.no("no CUDA device (the inputs are made on the cell's device)")
         path_env = dict(self.command.env).get("PATH", os.environ.get("PATH"))
         _path, why = resolve_executable(self.command.argv[0], self.command.cwd, path_env)
         if why:
@@ -155,8 +153,6 @@ def _exit_text(returncode: int) -> str:
 
 def _cell_dtype(inputs: Inputs) -> str:
     """The cell's dtype: data inputs take it; indices and always-float32 values keep theirs."""
-    import torch
-
     names = {torch.float16: "fp16", torch.bfloat16: "bf16"}
     found = sorted({names[t.dtype] for t in inputs.values() if t.dtype in names})
     return found[0] if found else "fp32"

@@ -15,8 +15,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import numpy as np
+import torch
+
 from apex_core.errors import ApexBenchError, printable
-from apex_core.results import Timing
+from apex_core.results import Stats, Timing
 from apex_core.stats import summarize
 
 CONTRACT_VERSION = 1
@@ -64,8 +68,6 @@ def write_request(folder: Path, *, workload: str, case: str, params: dict[str, A
 
 def write_inputs(path: Path, inputs: dict[str, Any]) -> None:
     """Every input as a numpy array in one uncompressed ``.npz`` (copied to the host, untimed)."""
-    import numpy as np
-
     arrays = {name: tensor.detach().to("cpu").contiguous().numpy() for name, tensor in inputs.items()}
     with path.open("wb") as handle:
         np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy's stubs want str keys positionally
@@ -73,9 +75,6 @@ def write_inputs(path: Path, inputs: dict[str, Any]) -> None:
 
 def read_outputs(path: Path, device: str, label: str) -> dict[str, Any]:
     """The arrays of ``outputs.npz`` as tensors on ``device``; the correctness check judges them."""
-    import numpy as np
-    import torch
-
     if not path.is_file():
         raise ExternalCommandError(f"{label} reported ok but wrote no outputs file ({path.name})")
     try:
@@ -100,8 +99,6 @@ def _reject_constant(token: str) -> Any:
 
 def parse_result(stdout: str, label: str) -> dict[str, Any]:
     """The result object from stdout (all of it, or its last non-empty line), checked against the schema."""
-    import jsonschema
-
     text = stdout.strip()
     if not text:
         raise ExternalCommandError(f"{label} printed nothing on stdout (expected one JSON object)")
@@ -146,8 +143,6 @@ def timing_from_result(result: dict[str, Any], iterations: int) -> Timing:
     the statistics are its numbers; p90 and p99 hold its p95 and max (upper bounds) and
     std and cv are 0 (unknown), which the timing note says.
     """
-    from apex_core.results import Stats
-
     samples = result.get("samples_ms")
     if samples:
         return Timing(TIMING_METHOD, "n/a", tuple(float(s) for s in samples), summarize(samples), "external",

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 
+from adapters.external.backend import ExternalBackend
 from adapters.external.config import ConfigEntryError, ExternalCommand, from_config, from_environment
+from apex_core.config_file import current_config
 from apex_core.providers import Provided
 
 
 def external_backends() -> dict[str, object]:
     """``{"ext:NAME": ExternalBackend | Provided.broken(...)}`` for every configured command."""
-    from adapters.external.backend import ExternalBackend
-    from apex_core.config_file import current_config
-
     path, config = current_config()
     from_file = from_config(config["external"], path) if path is not None and "external" in config else {}
     from_env = from_environment(os.environ)

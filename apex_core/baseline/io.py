@@ -19,11 +19,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import jsonschema
+
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
+from apex_core.files import atomic_write_text
 from apex_core.measure.environment import environment_key
-from apex_core.report.files import atomic_write_text
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
                float: "number", type(None): "null"}
@@ -185,8 +187,6 @@ def _describe(error: Any) -> tuple[str, str]:
 
 def validate_against(path: Path | str, record: Any, schema: Mapping[str, Any]) -> None:
     """Raise ``InputFileError`` for the most relevant schema violation of ``record``, if any."""
-    import jsonschema
-
     validator_cls = jsonschema.validators.validator_for(schema)
     error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(record))
     if error is not None:

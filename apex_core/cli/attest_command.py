@@ -21,7 +21,7 @@ from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.io import open_regular_file, parse_json, read_regular_file
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
-from apex_core.report.files import atomic_write_text, check_writable
+from apex_core.files import atomic_write_text, check_writable
 from apex_core.results import FAILING_STATUSES
 from apex_core.running.runner import utc_now
 

@@ -12,7 +12,7 @@ from apex_core.baseline.extra_metrics import EXTRA_METRICS, parse_metric_list
 from apex_core.baseline.io import SMALLEST_NORMAL, load_baseline, load_report, write_baseline
 from apex_core.baseline.promote import MIN_RUNS, MetricChange, PromotionRefused, promote
 from apex_core.cli.values import OneLineParser
-from apex_core.report.files import check_writable
+from apex_core.files import check_writable
 
 # the baseline schema's bounds: beyond them a limit lets any slowdown pass
 # (the other statistics' ratios are scaled up to 2.7x the first's: 1e5 stays under the schema's 1e6)

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
+from rich.console import Console
+from rich.table import Table
 
 from apex_core.baseline.artifacts import render_markdown, render_rows, summary_record, trend_record
 from apex_core.baseline.compare import check_environment, compare
+from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
+from apex_core.cli.history_args import baseline_reports_from_history, describe_runs
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
-from apex_core.report.files import atomic_write_text, check_writable
+from apex_core.files import atomic_write_text, check_writable
 
 EXIT_CODES = """\
 exit codes:
@@ -53,9 +58,6 @@ def check_outputs(paths: tuple[tuple[Path | None, str], ...]) -> None:
 
 
 def _print_table(summary: CompareSummary, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("metric", "status", "baseline ms", "rule (min effect; cap ms)", "current ms", "change",
                    "verdict"):
@@ -183,11 +185,6 @@ def main(argv: list[str]) -> int:
 
 def _against_history(args: argparse.Namespace) -> int:
     """``compare --against SPEC``: the baseline emitted on the fly from the history's matching runs."""
-    import tempfile
-
-    from apex_core.baseline.emit import emit_baseline
-    from apex_core.cli.history_args import baseline_reports_from_history, describe_runs
-
     currents = [load_report(path) for path in args.current]
     with tempfile.TemporaryDirectory(prefix="apex-bench-against-") as work:
         runs = baseline_reports_from_history(args.history, args.against, currents, Path(work))

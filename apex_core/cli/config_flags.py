@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from apex_core.config_file import CONFIG_ENV, DISCOVER_ENV, config_path, discover_folders, read_config
+from apex_core.discovery.yaml_loader import yaml_missing_reason
 from apex_core.errors import UsageError, printable
 from apex_core.running.env_vars import overlaid_environ
 
@@ -38,8 +39,6 @@ def configured_variables(args: Any) -> dict[str, str]:
         if not folder.is_dir():
             raise UsageError(f"{path}: discover folder {str(folder)!r} does not exist")
     if folders:
-        from apex_core.discovery.yaml_loader import yaml_missing_reason
-
         missing = yaml_missing_reason()
         if missing:
             raise UsageError(missing)

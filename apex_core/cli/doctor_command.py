@@ -6,8 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from apex_core.api import check_device, default_device
 from apex_core.cli.values import OneLineParser
-from apex_core.report.files import atomic_write_text, check_writable
+from apex_core.files import atomic_write_text, check_writable
+from apex_core.measure.doctor import advice, device_facts
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,9 +24,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from apex_core.api import check_device, default_device
-    from apex_core.measure.doctor import advice, device_facts
-
     args = build_parser().parse_args(argv)
     device = args.device or default_device()
     check_device(device)

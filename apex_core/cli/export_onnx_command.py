@@ -8,16 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from apex_core.cli.values import OneLineParser
 from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
 from apex_core.errors import UsageError
+from apex_core.files import atomic_write_text, check_writable
 from apex_core.interfaces import Workload
 from apex_core.measure.environment import package_version
 from apex_core.params import parse_overrides
 from apex_core.plan import check_profile, params_for
 from apex_core.registry import Registry
-from apex_core.report.files import atomic_write_text, check_writable
 from apex_core.results import Case
 
 MANIFEST = "manifest.json"
@@ -114,8 +116,6 @@ def model_record(exported: ExportedModel, output_dir: Path) -> dict[str, Any]:
 
 
 def manifest_header(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
-
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "apex_bench_version": package_version("apex-bench"),

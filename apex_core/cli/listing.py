@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from apex_core.errors import one_line, printable
 from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
@@ -65,9 +68,6 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
 
 def print_options(registry: Registry, console: Any = None) -> None:
     """The options each backend declares, as ``--backend-opt NAME.KEY=VALUE`` takes them."""
-    from rich.console import Console
-    from rich.table import Table
-
     specs = [(name, spec) for name, backend in sorted(registry.backends.items())
              for spec in getattr(backend, "option_specs", ())]
     if not specs:
@@ -83,9 +83,6 @@ def print_options(registry: Registry, console: Any = None) -> None:
 
 
 def print_listing(rows: list[PluginRow], device: str, console: Any = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     console = console or Console(width=160)
     for group in ("backend", "workload"):
         table = Table(title=f"{group}s (device {device})" if group == "backend" else "workloads")

@@ -9,17 +9,18 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
 
+from apex_core.cli.args import build_run_parser
+from apex_core.cli.run_command import run_command
 from apex_core.cli.signals import interrupted_exit_code, keep_ignoring_if_stopping
 from apex_core.cli.subcommands import SUBCOMMANDS
 from apex_core.errors import ApexBenchError, printable
 
 
 def _run_suite(argv: list[str]) -> int:
-    from apex_core.cli.args import build_run_parser
-    from apex_core.cli.run_command import run_command
-
     return run_command(build_run_parser().parse_args(argv))
 
 
@@ -29,9 +30,6 @@ EXIT_INTERNAL = 3
 
 def _internal_error(exc: BaseException) -> int:
     """One line on stderr naming the error and where its traceback went; exit code 3."""
-    import tempfile
-    import traceback
-
     handle, path = tempfile.mkstemp(prefix="apex-bench-internal-", suffix=".log")
     with os.fdopen(handle, "w", encoding="utf-8") as log:
         log.write("".join(traceback.format_exception(exc)))

@@ -14,6 +14,7 @@ from typing import Any
 from apex_core.cli.values import positive_int
 from apex_core.engine.input_shape import ALIAS, FLAG, InputShape, parse_input_shape
 from apex_core.engine.sweep import RUNTIMES
+from apex_core.engine.workload import DEFAULT_INT_HIGH
 from apex_core.errors import UsageError
 from apex_core.interfaces import FIXED_PROFILE
 
@@ -38,8 +39,6 @@ def add_shape_args(group: argparse._ArgumentGroup) -> None:
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The main run's model group: a model file run through the engine workload."""
-    from apex_core.engine.workload import DEFAULT_INT_HIGH
-
     group = parser.add_argument_group(
         "model file", "run one ONNX model or serialized TensorRT engine as it is, whatever its input names "
         "(one cell per backend; see docs/sweep.md#a-model-as-it-is)")

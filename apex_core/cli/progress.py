@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import rich.progress
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+
 from apex_core.plan import PlannedCell
 from apex_core.results import CellResult, Status
 
@@ -30,10 +34,7 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.live:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self._progress = Progress(
+            self._progress = rich.progress.Progress(
                 TextColumn("[bold]apex-bench"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.description}"), console=Console(file=self.stream),
                 transient=True,

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from apex_core.cli.values import OneLineParser, positive_float
+from apex_core.files import check_distinct, check_writable
 from apex_core.history import DEFAULT_TIMEOUT_S
-from apex_core.report.files import check_distinct, check_writable
+from apex_core.report.html import gather, write_html
 
 
 def build_parser() -> OneLineParser:
@@ -63,7 +64,6 @@ def build_parser() -> OneLineParser:
 def main(argv: list[str]) -> int:
     """Write the report; 0 on success (bad input raises a UsageError: one line, exit 2)."""
     args = build_parser().parse_args(argv)
-    from apex_core.report.html import gather, write_html
 
     out = Path(args.html)
     check_writable(out, "--html")

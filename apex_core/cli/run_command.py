@@ -10,22 +10,27 @@ from typing import Any
 import attrs
 
 from apex_core.api import check_device, default_device, default_dtypes
+from apex_core.backend_options import merge_options, parse_backend_opts
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
+from apex_core.cli.config_flags import configured_environment
 from apex_core.cli.history_args import check_history_target, record_run
 from apex_core.cli.listing import list_plugins
 from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
+from apex_core.engine.input_shape import FLAG, with_input_shapes
 from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.errors import UsageError, one_line, printable
+from apex_core.files import check_distinct, check_writable
 from apex_core.measure.environment import capture_environment
+from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.plan import Plan, PlannedCell, build_plan
 from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
-from apex_core.report.files import check_distinct, check_writable
+from apex_core.report.flags import strict_failures
 from apex_core.report.writer import ReportWriter, optional_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.running.autotune import summarize_autotune
@@ -61,8 +66,6 @@ def timing_options(args: Any, device: str) -> TimingOptions:
     if args.graph and device != "cuda":
         raise UsageError("--graph needs --device cuda (CUDA graphs do not exist on the CPU)")
     if args.timer == "kernel":
-        from apex_core.measure.kernel_timer import profiler_unavailable_reason
-
         why = (profiler_unavailable_reason() if device == "cuda"
                else "it times device kernels; use --device cuda")
         if why:
@@ -93,8 +96,6 @@ def _engine_workload(selectors: list[str] | None) -> str | None:
 def backend_options_from_args(args: Any, registry: Registry | None = None) -> dict[str, dict[str, Any]]:
     """The run flags meant for particular backends, keyed by backend name (only those given):
     ``--backend-opt`` checked against each backend's declared options, and the ``--trt-*`` aliases."""
-    from apex_core.backend_options import merge_options, parse_backend_opts
-
     declared = parse_backend_opts(getattr(args, "backend_opts", []) or [], registry.backends) \
         if registry is not None else {}
     return merge_options(_alias_options(args), declared)
@@ -170,8 +171,6 @@ class _IncrementalReport:
 
 def run_command(args: Any) -> int:
     """Execute the run described by parsed ``args``; returns the exit code."""
-    from apex_core.cli.config_flags import configured_environment
-
     # the config file and --discover folders shape the registry here and in every worker
     with configured_environment(args):
         return _run(args)
@@ -179,9 +178,6 @@ def run_command(args: Any) -> int:
 
 def _model_plan(args: Any, path: str, flag: str) -> SweepPlan:
     """A model file run as it is: one case of the ``engine`` workload from ``--input-shape``."""
-    from apex_core.backend_options import parse_backend_opts
-    from apex_core.engine.input_shape import FLAG, with_input_shapes
-
     registry = Registry.discover()
     runtime = args.runtime or ("tensorrt" if flag == "--trt-engine-path" else None)
     runtime = choose_runtime(Path(path), runtime, flag)
@@ -279,8 +275,6 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
 
 
 def _strict(report: Report) -> int:
-    from apex_core.report.flags import strict_failures
-
     failures = strict_failures(list(report.cells), report.environment, report.config)
     for line in failures:
         print(f"apex-bench: --strict: {line}", flush=True)

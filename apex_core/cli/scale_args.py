@@ -15,6 +15,7 @@ from apex_core.results import DeviceInfo
 from apex_core.running.caches import CompileCaches, compile_caches
 from apex_core.running.devices import fake_gpus, host_gpus, parse_devices, select_devices
 from apex_core.running.prebuild import default_build_workers
+from apex_core.running.ray_executor import RayExecutor
 
 
 def add_scale_args(parser: argparse.ArgumentParser) -> None:
@@ -110,8 +111,6 @@ def resolve_scale(args: Any, device: str) -> ScaleSetup:
     if args.executor == "ray":
         if args.inline:
             raise UsageError("--executor ray runs cells on the cluster; drop --inline")
-        from apex_core.running.ray_executor import RayExecutor
-
         executor = RayExecutor(args.ray_address, device)
         executor.connect()
         # the cluster's CPUs, not this host's: warm tasks run on its nodes

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 import attrs
+from rich.console import Console
+from rich.table import Table
 
 from apex_core.cli.args import _comma_list, add_gate_args, add_sampling_args
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
@@ -25,6 +27,8 @@ from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.cli.values import OneLineParser, positive_int, positive_seconds, seed
+from apex_core.engine.input_shape import FLAG, with_input_shapes
+from apex_core.engine.shape_case import parse_shape_case
 from apex_core.engine.sweep import (
     RUNTIMES,
     SUFFIX_RUNTIMES,
@@ -116,9 +120,6 @@ class _Recorder:
 
 def print_table(report: Report, out: TextIO) -> None:
     """One row per case: status, p50 / p95 / samples, and the case as given."""
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("case", "status", "p50 ms", "p95 ms", "samples", "shape case"):
         table.add_column(column, justify="right" if column.endswith(("ms", "samples")) else "left")
@@ -149,10 +150,7 @@ def _summarize(report: Report, paths: tuple[Path, Path, Path], quiet: bool) -> i
 
 def main(argv: list[str]) -> int:
     """``apex-bench sweep ...``; returns 0, or 1 when a case or the gate failed (usage errors raise: exit 2)."""
-    from apex_core.engine.shape_case import parse_shape_case
-
     args = build_parser().parse_args(argv)
-    from apex_core.engine.input_shape import FLAG, with_input_shapes
 
     if not args.cases and not args.input_shapes:
         raise UsageError(f"no shapes given; pass --shape-case CASE (repeatable) or {FLAG} NAME=AxBxC")

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import torch
 
 CONDITION_KEYS = ("requires", "min_compute_capability", "requires_module", "max_memory_gb")
 REQUIREMENTS = ("cuda", "cpu")
@@ -49,8 +50,6 @@ class SkipConditions:
             if not _importable(module):
                 return f"bench.yaml requires module {module!r}, which is not installed here"
         if device == "cuda" and self.min_compute_capability is not None:
-            import torch
-
             have = torch.cuda.get_device_capability()
             if tuple(have) < self.min_compute_capability:
                 need = ".".join(map(str, self.min_compute_capability))
@@ -72,8 +71,6 @@ def _importable(module: str) -> bool:
 
 def _total_memory_bytes(device: str) -> int | None:
     if device == "cuda":
-        import torch
-
         return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

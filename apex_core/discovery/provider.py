@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from apex_core.config_file import current_config, discover_folders
+from apex_core.discovery.spec import BenchSpecError, declared_name, parse_spec
+from apex_core.discovery.workload import DiscoveredWorkload
+from apex_core.discovery.yaml_loader import load_yaml, yaml_missing_reason
 from apex_core.errors import UsageError
 from apex_core.providers import Provided
 
@@ -29,7 +32,6 @@ def discovered_workloads() -> dict[str, object]:
     folders = discover_folders(config, path)
     if not folders:
         return {}
-    from apex_core.discovery.yaml_loader import yaml_missing_reason
 
     missing = yaml_missing_reason()
     if missing:
@@ -52,10 +54,6 @@ def discovered_workloads() -> dict[str, object]:
 
 
 def _load(file: Path) -> tuple[str, object]:
-    from apex_core.discovery.spec import BenchSpecError, declared_name, parse_spec
-    from apex_core.discovery.workload import DiscoveredWorkload
-    from apex_core.discovery.yaml_loader import load_yaml
-
     try:
         data = load_yaml(file)
     except (OSError, ValueError) as exc:

@@ -25,17 +25,17 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
+import torch
 
+from apex_core.correctness import DTYPES
+from apex_core.engine.ort_runtime import ELEMENT_TYPES, dtype_name_of
 from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, first_line
 from apex_core.interfaces import ExportRecipe, Workload
 from apex_core.results import Case
-
-if TYPE_CHECKING:
-    import torch
 
 # Opset 18: ScatterElements with reduction "max" (tileunpack's priority scatter) needs it;
 # ONNX Runtime and TensorRT 10 both import it.
@@ -117,8 +117,6 @@ def exportable_in(workload: Workload, case: Case, dtype_name: str) -> tuple[bool
 
 def _reference_module(workload: Workload, case: Case, names: list[str]) -> torch.nn.Module:
     """The workload's reference as a module with positional inputs and a tuple of outputs."""
-    import torch
-
     class ReferenceModule(torch.nn.Module):
         def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
             return tuple(workload.reference(case, dict(zip(names, args, strict=True))).values())
@@ -127,8 +125,6 @@ def _reference_module(workload: Workload, case: Case, names: list[str]) -> torch
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
-    from apex_core.engine.ort_runtime import dtype_name_of
-
     return dtype_name_of(dtype)
 
 
@@ -136,10 +132,6 @@ def export_workload(
     workload: Workload, case: Case, dtype_name: str, path: str | os.PathLike[str], *, device: str = "cpu"
 ) -> ExportedModel:
     """Trace ``workload.reference`` at ``case`` in ``dtype_name`` and write a checked ONNX file."""
-    import torch
-
-    from apex_core.correctness import DTYPES
-
     if dtype_name not in DTYPES:
         raise UsageError(f"unknown dtype {dtype_name!r}; valid dtypes: {', '.join(DTYPES)}")
     recipe, reason = recipe_of(workload, case, dtype_name)
@@ -177,8 +169,6 @@ def export_workload(
 
 def _trace(workload: Workload, case: Case, inputs: dict[str, torch.Tensor], output_names: list[str],
            raw: Path, axes: DynamicAxes) -> None:
-    import torch
-
     module = _reference_module(workload, case, list(inputs))
     with warnings.catch_warnings(), torch.no_grad(), _native_stdout_discarded():
         # the legacy exporter warns that it is deprecated and about traced Python values
@@ -275,8 +265,6 @@ def restore_unused_inputs(
     keeping them by name lets feeds come from ``make_inputs`` unchanged.
     """
     from onnx import helper
-
-    from apex_core.engine.ort_runtime import ELEMENT_TYPES
 
     present = {value.name: value for value in graph.input}
     ordered = []

@@ -12,16 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
+import torch
 
 from apex_core.engine.runtime import BoundModel, EngineModel
 from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
 from apex_core.errors import UsageError, first_line
-
-if TYPE_CHECKING:
-    import torch
+from apex_core.lazy_import import try_import  # the backends' probe gives the same reasons
 
 # ONNX Runtime type string -> (dtype name, onnx.TensorProto element type). The integer codes
 # are the ONNX enum (stable across versions), so the runtime needs no onnx import.
@@ -52,8 +51,6 @@ class UnsupportedModelError(UsageError):
 
 def torch_dtype(dtype_name: str) -> torch.dtype:
     """The torch dtype of a TensorSpec dtype name (fp16, bf16, fp32, int32, ...)."""
-    import torch
-
     table = {
         "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64,
         "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
@@ -72,8 +69,6 @@ def dtype_name_of(dtype: torch.dtype) -> str:
 
 def import_onnxruntime() -> Any:
     """Import onnxruntime or raise ``RuntimeUnavailableError`` with one line saying why."""
-    from apex_core.lazy_import import try_import  # the backends' probe gives the same reasons
-
     module, reason = try_import("onnxruntime", INSTALL_HINT)
     if module is None:
         raise RuntimeUnavailableError(reason)
@@ -190,8 +185,6 @@ class OrtModel:
 
     def _device_of(self, feeds: Mapping[str, torch.Tensor]) -> torch.device:
         """The feeds' device, which must be this model's (one device for all of them)."""
-        import torch
-
         devices = {t.device for t in feeds.values()} or {torch.device(self.device)}
         device = next(iter(devices))
         wanted = torch.device(self.device)
@@ -203,8 +196,6 @@ class OrtModel:
 
     def _bind_outputs(self, binding: Any, shapes: dict[str, tuple[int, ...]],
                       device: torch.device) -> dict[str, torch.Tensor]:
-        import torch
-
         outputs = {}
         for spec in self.outputs:
             tensor = torch.empty(shapes[spec.name], dtype=torch_dtype(spec.dtype), device=device)
@@ -215,8 +206,6 @@ class OrtModel:
 
     def _run(self, binding: Any, device: torch.device) -> None:
         if device.type == "cuda":
-            import torch
-
             # ORT's CUDA provider runs on its own stream: the feeds written on torch's stream
             # must be complete before it reads them (ORT itself syncs when the run ends)
             torch.cuda.current_stream(device).synchronize()

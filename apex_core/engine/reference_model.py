@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from apex_core.engine.ort_runtime import load_onnx_model, torch_dtype
 from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.shape_case import Shape, ShapeCase, resolve_case
 from apex_core.errors import UsageError
@@ -38,8 +39,6 @@ def _names(specs: Sequence[Any]) -> str:
 
 
 def _load(path: str) -> Any:
-    from apex_core.engine.ort_runtime import load_onnx_model
-
     if path not in _LOADED:
         _LOADED[path] = load_onnx_model(path, device="cpu")
     return _LOADED[path]
@@ -73,8 +72,6 @@ def check_reference(path: str | Path, model: EngineModel, cases: Sequence[Mappin
 
 def reference_outputs(path: str, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The reference's outputs for ``inputs`` (moved to the CPU, cast to the reference's dtypes)."""
-    from apex_core.engine.ort_runtime import torch_dtype
-
     reference = _load(path)
     feeds = {spec.name: inputs[spec.name].detach().to("cpu", torch_dtype(spec.dtype)).contiguous()
              for spec in reference.inputs}

@@ -15,6 +15,7 @@ Every problem is one ``UsageError`` line that quotes the offending text.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -151,8 +152,6 @@ def _inputs_text(inputs: Sequence[TensorSpec]) -> str:
 
 
 def _unknown_input(case: ShapeCase, where: str, name: str, inputs: Sequence[TensorSpec]) -> UsageError:
-    import difflib
-
     names = [s.name for s in inputs]
     close = difflib.get_close_matches(name, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

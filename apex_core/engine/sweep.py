@@ -21,15 +21,19 @@ from typing import Any
 
 import attrs
 
+from apex_core.engine.reference_model import check_reference
 from apex_core.engine.runtime import EngineModel, require_file
+from apex_core.engine.serving import EngineBackend
 from apex_core.engine.shape_case import ShapeCase, key_safe, parse_shape_case, resolve_case
 from apex_core.engine.tensor_spec import TensorSpec
 from apex_core.engine.workload import DEFAULT_INT_HIGH, FEEDABLE_DTYPES, EngineParams, EngineWorkload
 from apex_core.errors import UsageError, first_line
+from apex_core.measure.environment import capture_environment
 from apex_core.plan import Plan, PlannedCell
 from apex_core.registry import Registry
 from apex_core.results import Case, CellResult, Report
-from apex_core.running.runner import run_plan
+from apex_core.running.autotune import summarize_autotune
+from apex_core.running.runner import run_plan, utc_now
 from apex_core.running.sharding import CellCallback
 from apex_core.timing import TimingOptions
 
@@ -120,8 +124,6 @@ def _one_line(exc: BaseException) -> str:
 def _loading_backend(registry: Registry, names: Sequence[str], engine_format: str, runtime: str,
                      device: str, options: Mapping[str, Mapping[str, Any]]) -> Any:
     """The first selected backend that reads ``engine_format`` and can run here (it loads the model)."""
-    from apex_core.engine.serving import EngineBackend
-
     reasons = []
     for name in names:
         row = registry.broken_row("backend", name)
@@ -172,7 +174,6 @@ def _reference_config(path: str | Path | None, model: EngineModel, resolved: Seq
     """The report's ``reference_model`` entry (path and hash) once the reference fits every case."""
     if not path:
         return {}
-    from apex_core.engine.reference_model import check_reference
 
     check_reference(path, model, [{n: shape for n, _d, shape in p.inputs} for p in resolved], dtype)
     return {"reference_model": {"path": str(path), "sha256": file_sha256(Path(path))}}
@@ -245,10 +246,6 @@ def filed(sweep: SweepPlan, cell: CellResult) -> CellResult:
 
 def empty_report(sweep: SweepPlan, environment: dict[str, Any] | None = None) -> Report:
     """The report before any case ran (status ``running``)."""
-    from apex_core.measure.environment import capture_environment
-    from apex_core.running.autotune import summarize_autotune
-    from apex_core.running.runner import utc_now
-
     return Report(suite=SUITE, timestamp_utc=utc_now(),
                   environment=environment or capture_environment(sweep.device), config=sweep.config(),
                   status="running", cells=(), plugins=sweep.registry.broken,

@@ -8,6 +8,7 @@ from typing import Any
 from apex_core.engine.shape_case import format_shape
 from apex_core.engine.workload import NO_REFERENCE
 from apex_core.report.formats import FORMATS, markdown_format
+from apex_core.report.markdown import render_markdown
 from apex_core.results import Report
 
 
@@ -26,8 +27,6 @@ def _params_inputs(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def sweep_markdown(report: Report) -> str:
     """The suite's Markdown summary plus the resolved shapes of every case."""
-    from apex_core.report.markdown import render_markdown
-
     lines = ["", "## Shapes", "", "Tensors with open dimensions at their resolved shapes; the JSON report "
              "lists every tensor.", "", "| case | backend | inputs | outputs |", "| --- | --- | --- | --- |"]
     for cell in report.cells:

@@ -16,9 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import torch
 
 from apex_core.clocks import CudaEvent, elapsed_ms, perf_counter, perf_counter_ns
+from apex_core.measure.kernel_timer import KernelTimer
 from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
+from apex_core.measure.telemetry import Monitor, measure_telemetry
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
@@ -44,8 +47,6 @@ FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 5, 30, 0.0
 
 def empty_kernel() -> Callable[[], Any]:
     """A launch that does no work: one thread that spins for 0 cycles (``torch.cuda._sleep(0)``)."""
-    import torch
-
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is not None:
         return lambda: sleep(0)
@@ -61,8 +62,6 @@ def subtract_floor(timing: Timing, floor_ms: float) -> Timing:
 
 def l2_flush_bytes(device_index: int = 0) -> int:
     """Bytes of the buffer written before each cold sample: twice the device's L2 size."""
-    import torch
-
     props = torch.cuda.get_device_properties(device_index)
     l2 = int(getattr(props, "L2_cache_size", 0) or 0)
     # 64 MiB is larger than the L2 of every current part; used only if the attribute is absent.
@@ -98,8 +97,6 @@ class CudaTimer:
     """Times a callable with CUDA events on a dedicated stream, held while each sample is queued."""
 
     def __init__(self, options: TimingOptions, hold: Any = "probe") -> None:
-        import torch
-
         self.torch = torch
         self.options = options
         self.stream = torch.cuda.Stream()
@@ -212,8 +209,6 @@ class CudaTimer:
         torch = self.torch
         with torch.cuda.stream(self.stream):
             if options.timer == "kernel":
-                from apex_core.measure.kernel_timer import KernelTimer
-
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
                 return KernelTimer(options, flush).measure(call, self.spot, lambda: _slot(call)), "", []
             warm_host_s = warm_up(call, options)
@@ -334,10 +329,6 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[C
     The peak leaves out the flush buffer and ``placed_bytes``, what the other placements hold
     (their inputs, padding and outputs), so it is one placement's, as without them.
     """
-    import torch
-
-    from apex_core.measure.telemetry import Monitor, measure_telemetry
-
     timer = CudaTimer(options)
     try:
         flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0

@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import os
 
+import torch
+
 from apex_core.errors import describe_exception
 
 LEAK_LIMIT_ENV = "APEX_BENCH_LEAK_LIMIT_MB"
@@ -31,7 +33,6 @@ def allocated_mb(device: str) -> float | None:
     """Device memory torch's allocator holds for live tensors, in MB; None off CUDA."""
     if not device.startswith("cuda"):
         return None
-    import torch
 
     if not torch.cuda.is_initialized():
         return 0.0  # nothing allocated yet; asking would initialise CUDA for nothing
@@ -50,7 +51,6 @@ def release_cached_blocks(device: str) -> None:
     """
     if not device.startswith("cuda"):
         return
-    import torch
 
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -61,7 +61,6 @@ def check_after_cell(device: str, before_mb: float | None) -> tuple[str, float |
     device memory the cell left (None when not measured)."""
     if before_mb is None or not device.startswith("cuda"):
         return "", None
-    import torch
 
     if not torch.cuda.is_initialized():
         return "", None
@@ -80,8 +79,6 @@ def check_after_cell(device: str, before_mb: float | None) -> tuple[str, float |
 def self_test() -> str:
     """Run a small computation on the worker's one visible GPU; "" when it passes, else why not."""
     try:
-        import torch
-
         if not torch.cuda.is_available():
             return "no CUDA device is visible to the worker"
         values = torch.arange(1 << 16, device="cuda", dtype=torch.float32)

@@ -16,7 +16,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from apex_core.measure import telemetry
+import attrs
+import torch
+
+from apex_core.measure import cuda_timer, telemetry
+from apex_core.measure.cuda_timer import CudaTimer, empty_kernel
+from apex_core.measure.kernel_timer import profiler_unavailable_reason
+from apex_core.timing import TimingOptions
 
 # a long spin reads the clock to well under 1 %: 20 M cycles is ~10 ms at 2 GHz
 CLOCK_CHECK_CYCLES = 20_000_000
@@ -40,8 +46,6 @@ def perf_counter_resolution_ns(tries: int = 2000) -> int:
 
 def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 10) -> dict[str, Any]:
     """Device-to-device copy, bytes read plus written per second: median and best of ``repeats``."""
-    import torch
-
     src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     for _ in range(3):
@@ -71,8 +75,6 @@ def copy_bandwidth_gbps() -> float:
 def dram_peak_gbps() -> float:
     """The device memory's peak bandwidth in GB/s from NVML: its highest clock times its bus width,
     two transfers a clock (H100 80GB HBM3: 2619 MHz x 5120 bits = 3352 GB/s, the datasheet's 3.35 TB/s)."""
-    import torch
-
     nvml, why = telemetry.start_nvml()
     if nvml is None:
         raise RuntimeError(why)
@@ -105,13 +107,6 @@ def physics_gbps(facts: Mapping[str, Any]) -> float | None:
 
 def timer_floors_us() -> dict[str, float | str]:
     """Each CUDA method's p50 for one empty kernel, in us (a reason where it cannot run)."""
-    import attrs
-
-    from apex_core.measure import cuda_timer
-    from apex_core.measure.cuda_timer import CudaTimer, empty_kernel
-    from apex_core.measure.kernel_timer import profiler_unavailable_reason
-    from apex_core.timing import TimingOptions
-
     # sampled as each cell samples its own floor
     base = TimingOptions(warmup=cuda_timer.FLOOR_WARMUP, min_iters=cuda_timer.FLOOR_MIN_SAMPLES,
                          min_time_s=cuda_timer.FLOOR_MIN_TIME_S, max_time_s=cuda_timer.FLOOR_MAX_TIME_S,
@@ -136,10 +131,6 @@ def timer_floors_us() -> dict[str, float | str]:
 
 def launch_cost_us(calls: int = 2000) -> float:
     """The host's median time to launch one empty kernel (no sync), in us."""
-    import torch
-
-    from apex_core.measure.cuda_timer import empty_kernel
-
     launch = empty_kernel()
     costs = []
     for i in range(calls):
@@ -154,8 +145,6 @@ def launch_cost_us(calls: int = 2000) -> float:
 
 def clock_check() -> dict[str, Any]:
     """A spin of known cycles timed with events, against NVML's SM clock."""
-    import torch
-
     torch.cuda._sleep(1000)  # warm the kernel
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()

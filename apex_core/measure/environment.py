@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from apex_core.measure.doctor import device_facts
+
 
 def package_version(name: str) -> str | None:
     """Installed version of a distribution without importing it (None if absent)."""
@@ -79,8 +83,6 @@ def _smi_info() -> dict[str, Any]:
 
 
 def gpu_info() -> dict[str, Any]:
-    import torch
-
     if not torch.cuda.is_available():
         return {"gpu": None}
     index = torch.cuda.current_device()
@@ -99,8 +101,6 @@ def gpu_info() -> dict[str, Any]:
 
 def capture_environment(device: str, measure_device: bool = True) -> dict[str, Any]:
     """The environment record of a report (docs/design.md section 9), with this device's measured facts."""
-    import torch
-
     env: dict[str, Any] = {
         "device": device,
         "cpu": cpu_model(),
@@ -120,8 +120,6 @@ def capture_environment(device: str, measure_device: bool = True) -> dict[str, A
     env.update(gpu_info() if device == "cuda" else {"gpu": None})
     env["git"] = git_state()
     if measure_device:
-        from apex_core.measure.doctor import device_facts
-
         # what the timers can tell on this device, and the copy bandwidth the flags judge against
         env["device_facts"] = device_facts(device, full=False)
     return env

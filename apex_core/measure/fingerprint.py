@@ -15,10 +15,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
 PROJECTIONS = 4
 # the weights are drawn with torch.rand in float64, which is the same on every CPU kernel level
@@ -28,16 +27,12 @@ RTOL = 1e-9
 
 
 def _weights(numel: int) -> torch.Tensor:
-    import torch
-
     generator = torch.Generator().manual_seed(PROJECTION_SEED)
     return torch.rand(PROJECTIONS, numel, dtype=torch.float64, generator=generator) * 2 - 1
 
 
 def tensor_fingerprint(tensor: torch.Tensor) -> dict[str, Any]:
     """The fingerprint of one tensor: exact for integers and booleans, summarised for floats."""
-    import torch
-
     cpu = tensor.detach().to("cpu").contiguous()
     head: dict[str, Any] = {"dtype": str(cpu.dtype).removeprefix("torch."), "shape": list(cpu.shape)}
     if not (cpu.is_floating_point() or cpu.is_complex()):

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, supported_activities
 
 from apex_core.clocks import perf_counter
 from apex_core.results import KernelActivity, Timing
@@ -49,11 +51,6 @@ class CallActivity:
 
 def profiler_unavailable_reason() -> str:
     """Why ``--timer kernel`` cannot run here, or "" when the profiler can record CUDA activity."""
-    try:
-        import torch
-        from torch.profiler import ProfilerActivity, supported_activities
-    except Exception as exc:  # torch without its profiler
-        return f"torch.profiler not importable ({type(exc).__name__}: {exc})"
     if not torch.cuda.is_available():
         return "no CUDA device: the kernel timer records device activity"
     if ProfilerActivity.CUDA not in supported_activities():
@@ -152,14 +149,9 @@ class KernelTimer:
         self.kept: dict[int, Any] = {}
 
     def _synchronize(self) -> None:
-        import torch
-
         torch.cuda.synchronize()
 
     def _session(self, call: Callable[[], Any], calls: int, first: int) -> list[CallActivity]:
-        import torch
-        from torch.profiler import ProfilerActivity, profile, record_function
-
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for i in range(first, first + calls):
                 # a spot check writes fresh inputs before the call and copies its outputs after it,

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import torch
 
 from apex_core.results import Telemetry
 
@@ -52,8 +53,6 @@ def start_nvml() -> tuple[Any, str]:
 
 def device_handle(nvml: Any, device_index: int) -> Any:
     """The NVML handle of torch's CUDA device ``device_index`` (by PCI bus id where torch gives it)."""
-    import torch
-
     props = torch.cuda.get_device_properties(device_index)
     bus = getattr(props, "pci_bus_id", None)
     if bus is not None:

@@ -7,6 +7,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import jsonschema
+
 
 @cache
 def report_schema() -> dict[str, Any]:
@@ -17,6 +19,4 @@ def report_schema() -> dict[str, Any]:
 
 def validate_report(record: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` when a report record breaks the schema."""
-    import jsonschema
-
     jsonschema.validate(record, report_schema())

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from apex_core.report.files import atomic_write_text, check_distinct, check_writable
+from apex_core.files import atomic_write_text, check_distinct, check_writable
 from apex_core.report.formats import FORMATS, ReportFormat
 from apex_core.results import Report
 

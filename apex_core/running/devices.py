@@ -17,6 +17,8 @@ import os
 import subprocess
 from collections.abc import Sequence
 
+import torch
+
 from apex_core.errors import UsageError
 from apex_core.results import DeviceInfo
 
@@ -75,7 +77,6 @@ def _smi_gpus() -> tuple[DeviceInfo, ...] | None:
 
 def _torch_gpus() -> tuple[DeviceInfo, ...]:
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # indices as nvidia-smi counts them
-    import torch
 
     if not torch.cuda.is_available():
         return ()

@@ -28,6 +28,9 @@ import attrs
 
 from apex_core.errors import UsageError, describe_exception
 from apex_core.results import CellResult, DeviceInfo, DeviceUse, Status
+from apex_core.running.ray_task import node_environment, run_cell_task, warm_cell_task
+from apex_core.running.runner import cell_spec, warmable_cells
+from apex_core.running.workers import failed_result
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +143,6 @@ class RayExecutor:
         """Each live node's environment, from a task pinned to it."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from apex_core.running.ray_task import node_environment
-
         ray = self._ray
         task = ray.remote(node_environment)
         refs = [task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
@@ -200,8 +201,6 @@ class RayExecutor:
         if self._ray is None:
             self.connect()
         ray = self._ray
-        from apex_core.running.ray_task import run_cell_task, warm_cell_task
-        from apex_core.running.runner import warmable_cells
 
         task = ray.remote(run_cell_task).options(max_retries=TASK_RETRIES, retry_exceptions=False,
                                                  **self.task_options)
@@ -241,9 +240,6 @@ class RayExecutor:
         return tuple(DeviceUse(card, count) for card, count in ordered)
 
     def _collect(self, ref: Any, cell: Any, plan: Any, run_started: float) -> CellResult:
-        from apex_core.running.runner import cell_spec
-        from apex_core.running.workers import failed_result
-
         try:
             outcome = self._ray.get(ref)
         except Exception as exc:  # the task and its retry were lost (worker or node died)

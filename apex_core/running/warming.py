@@ -13,9 +13,13 @@ import time
 from typing import Any
 
 import attrs
+import torch
 
 from apex_core.errors import describe_exception
-from apex_core.measure.cell import CellSpec
+from apex_core.interfaces import CellSkipped
+from apex_core.measure.cell import CellSpec, cell_torch_dtype
+from apex_core.results import Case
+from apex_core.running.probing import OK, probe_here
 
 # What happened to one cell's warming (the cell's metadata.prebuild.state).
 WARMED = "warmed"  # the hook filled the caches
@@ -55,11 +59,6 @@ def warm_here(registry: Any, spec: CellSpec, probes: dict[tuple[str, str], Any])
 
 
 def _warm(registry: Any, spec: CellSpec, probes: dict[tuple[str, str], Any]) -> WarmResult:
-    from apex_core.interfaces import CellSkipped
-    from apex_core.measure.cell import cell_torch_dtype
-    from apex_core.results import Case
-    from apex_core.running.probing import OK, probe_here
-
     backend = registry.backends.get(spec.backend)
     workload = registry.workloads.get(spec.workload)
     if backend is None or workload is None:
@@ -86,7 +85,6 @@ def _release_device_memory(device: str) -> None:
     """Give the builder's cached blocks back to the GPU: the cell being timed shares it."""
     if not device.startswith("cuda"):
         return
-    import torch
 
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()

@@ -22,6 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
+from multiprocessing import resource_tracker
 from typing import Any
 
 import attrs
@@ -301,8 +302,6 @@ def start_shielded(process: Any) -> None:
     stderr. The run handles the Ctrl-C itself and kills its workers. The mask is per thread
     and the child inherits it through fork and exec, so this works from any thread.
     """
-    from multiprocessing import resource_tracker
-
     # the spawn start method starts this helper on first use, and unblocks SIGINT after it
     resource_tracker.ensure_running()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from apex_core.report.files import atomic_write_text
+from apex_core.files import atomic_write_text
 from apex_core.report.html.assets import ERROR_TRAP, SCRIPT, STYLE
 from apex_core.report.html.case_view import case_section
 from apex_core.report.html.cells import case_groups, report_cells

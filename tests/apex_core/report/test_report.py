@@ -4,9 +4,9 @@ import re
 import jsonschema
 import pytest
 
+from apex_core.files import atomic_write_text
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
-from apex_core.report.files import atomic_write_text
 from apex_core.report.formats import report_json
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
