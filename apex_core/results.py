@@ -263,6 +263,8 @@ class ReplayArtifact:
     inputs_sha256: str | None
     reference: dict[str, Any] | None = None
     inputs_only: bool = False
+    # what the hashes depend on besides the code, where they were made: torch, its CPU kernel level
+    platform: dict[str, Any] | None = None
 
 
 @attrs.frozen

@@ -73,9 +73,9 @@ def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[st
     import torch
 
     from adapters.triton_autotune import tuning_key
-    from adapters.triton_ops import OPS
     from apex_core.measure.cell import cell_torch_dtype
     from apex_core.measure.replay_artifacts import case_from_record
+    from apex_core.plugin_api import implementation
     from apex_kernels.tuned import autotuners, kernel_ids
 
     workload = workloads[cell["workload"]]
@@ -84,7 +84,7 @@ def _bound_keys(report: dict, cell: dict) -> dict[tuple[str, str, str], tuple[st
     dtype = cell_torch_dtype(cell["dtype"])
     inputs = workload.make_inputs(case, "cpu", dtype, int((report.get("config") or {}).get("seed", 0)))
     with torch.no_grad():
-        launcher = OPS[workload.name].bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs)
     names = kernel_ids(autotuners())  # after binding: the kernel modules it imported are among them
     return {(launch.op_name, launch.kernel_name, launch.shape_bucket):
             (names[id(launch.kernel)], list(tuning_key(launch.kernel, launch.args, launch.meta)))

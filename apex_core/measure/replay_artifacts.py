@@ -106,7 +106,7 @@ def artifact(workload: Workload, case_name: str, params: Mapping[str, Any], dtyp
                            or bool(workload.unchecked_reason(case)))
             reference = None if inputs_only else tensors_fingerprint(
                 reference_outputs(workload, case, inputs))
-            _CACHE[key] = ReplayArtifact(tensors_sha256(inputs, {}), reference, inputs_only)
+            _CACHE[key] = ReplayArtifact(tensors_sha256(inputs, {}), reference, inputs_only, hash_platform())
         except Exception:  # the cell itself says why its data could not be made
             log.debug("replay hash of %s/%s/%s failed", workload.name, case_name, dtype, exc_info=True)
             _CACHE[key] = ReplayArtifact(None)

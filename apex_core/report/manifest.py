@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from apex_core.measure.replay_artifacts import HASH_FORMAT, hash_platform
+from apex_core.measure.replay_artifacts import HASH_FORMAT
 from apex_core.results import CellResult, ReplayArtifact
 
 
@@ -83,5 +83,6 @@ def replay_block(config: Mapping[str, Any], cells: Iterable[CellResult]) -> dict
                                    if a.reference is not None},
         "hash_format": HASH_FORMAT,
         "inputs_only": [key for key, a in found.items() if a.inputs_only],
-        "platform": hash_platform(),
+        # where the cells made their data ({} when none did): the writer's own platform is not theirs
+        "platform": next((a.platform for a in found.values() if a.platform), {}),
     }

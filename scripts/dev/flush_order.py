@@ -30,7 +30,7 @@ from typing import Any
 
 from dev_cells import delayed, triton_cell  # scripts/dev, this script's folder
 
-from apex_core.measure.cuda_timer import _BATCH, CudaTimer, empty_kernel
+from apex_core.measure.cuda_timer import BATCH, CudaTimer, empty_kernel
 from apex_core.timing import TimingOptions
 
 ORDERS = ("flush-hold", "hold-flush", "flush-sync-hold")
@@ -50,7 +50,7 @@ class OrderedTimer(CudaTimer):
             self.flush_buffer.zero_()
 
     def _queue_batch(self, call: Callable[[], Any], watchdog: Any, timeout_s: float, host_ms: list[float],
-                     count: int = _BATCH) -> list[tuple[Any, Any]]:
+                     count: int = BATCH) -> list[tuple[Any, Any]]:
         torch = self.torch
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(count)]

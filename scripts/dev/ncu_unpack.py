@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from adapters.triton_ops import OPS
+from adapters import triton_ops
 from apex_core.workloads.tileunpack import TileUnpack
 from apex_kernels.tileunpack import aligned, winner_map
 
@@ -25,7 +25,7 @@ if path == "walk":
     aligned.ALIGNED_MAX_K = 0
 aligned.RUNS_MIN_K = 0 if path == "runs" else 2**30
 winner_map.OVERLAP_RUNS_MIN_K = 2**30 if path == "walk" else 0
-launcher = OPS["tileunpack"].bind(workload, case, inputs)
+launcher = triton_ops.TILEUNPACK.bind(workload, case, inputs)
 launch, meta = launcher.run, launcher.metadata
 for _ in range(2):  # the first call autotunes
     launch()

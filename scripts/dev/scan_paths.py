@@ -15,7 +15,7 @@ import json
 import torch
 import triton.testing
 
-from adapters.triton_ops import OPS
+from adapters import triton_ops
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tilessm_scan import TileSSMScan
 
@@ -36,7 +36,7 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
     reference = workload.reference(case, upcast_inputs(inputs, torch.float32))
     minimal = workload.work(case, "fp16").bytes_moved
     for steps in (int(v) for v in args.segments.split(",")):
-        launcher = OPS["tilessm-scan"].bind(workload, case, inputs, segment_steps=steps)
+        launcher = triton_ops.TILESSM_SCAN.bind(workload, case, inputs, segment_steps=steps)
         launch, outputs, meta = launcher.run, launcher.outputs, launcher.metadata
         for out in outputs.values():
             out.fill_(float("nan"))

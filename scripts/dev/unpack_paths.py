@@ -15,7 +15,7 @@ import json
 import torch
 import triton.testing
 
-from adapters.triton_ops import OPS
+from adapters import triton_ops
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tileunpack import TileUnpack
 from apex_kernels.tileunpack import aligned, walk, winner_map
@@ -56,7 +56,7 @@ for case in (c for c in workload.cases(params) if c.name in args.cases.split(","
     for path, constants in (OVERLAP_PATHS if overlap else PATHS).items():
         for name, value in {**defaults, **(OVERLAP_DEFAULTS if overlap else {}), **constants}.items():
             setattr(HOME[name], name, value)
-        launcher = OPS["tileunpack"].bind(workload, case, inputs)
+        launcher = triton_ops.TILEUNPACK.bind(workload, case, inputs)
         launch, outputs, meta = launcher.run, launcher.outputs, launcher.metadata
         for out in outputs.values():
             out.fill_(float("nan"))

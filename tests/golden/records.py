@@ -17,6 +17,7 @@ from apex_core.results import (
     OutputAccuracy,
     PluginDeprecation,
     PluginRow,
+    ReplayArtifact,
     Report,
     SkipKind,
     Status,
@@ -107,3 +108,44 @@ def report(slower: float = 1.0, timestamp: str = "2026-11-27T10:00:00Z") -> Repo
                   triton_autotune=summarize_autotune(run_cells),
                   deprecations=(PluginDeprecation("workload", "golden-scan", "work(self, case)",
                                                   "work(self, case, dtype_name)", "1.2", "2.0"),))
+
+
+# a sweep of one ONNX file over three shape cases: its cells carry the replay artifacts a worker
+# computed (an engine file has no reference: inputs only)
+SWEEP_INPUTS = {"x": {"shape": [1, 3, 32, 32], "dtype": "fp32", "dynamic": True},
+                "scale": {"shape": [1], "dtype": "fp32", "dynamic": False}}
+
+
+def _sweep_cell(case: str, batch: int, p50: float | None) -> CellResult:
+    params = {"engine": "model.onnx", "shape_case": case, "inputs": [["x", "fp32", [batch, 3, 32, 32]]]}
+    pinned = ReplayArtifact(f"{batch:02d}" * 32, None, inputs_only=True,
+                            platform={"torch": "2.13.0", "cpu_capability": "AVX2", "threads": 1})
+    if p50 is None:
+        return CellResult("tiny-model", case, "onnxruntime", "fp32", "cpu", Status.TIMEOUT, params=params,
+                          reason="timed out after 600 s", wall_time_s=600.0)
+    samples = _samples(p50, 0.01)
+    measured = Timing(samples_ms=samples, stats=summarize(samples), method="cpu_perf_counter", cache="warm",
+                      stop_reason="noise")
+    work = Work(bytes_moved=batch * 3 * 32 * 32 * 4 * 2, flops=0, units="images", count=batch)
+    outputs = {"y": {"shape": [batch, 10], "dtype": "fp32", "dynamic": True}}
+    inputs = {**SWEEP_INPUTS, "x": {**SWEEP_INPUTS["x"], "shape": [batch, 3, 32, 32]}}
+    return CellResult("tiny-model", case, "onnxruntime", "fp32", "cpu", Status.OK, params=params,
+                      timing=measured, derived=derive(work, measured), build_time_s=0.4, wall_time_s=3.0,
+                      metadata={"inputs": inputs, "outputs": outputs},
+                      unchecked="the engine file has no reference (give --reference-model to check it)",
+                      replay=pinned)
+
+
+def sweep_report() -> Report:
+    config = {"backends": ["onnxruntime"], "workloads": ["tiny-model"], "profile": "fixed", "dtypes": ["fp32"],
+              "device": "cpu", "seed": 0, "engine": {"path": "model.onnx", "sha256": "5e" * 32,
+                                                      "runtime": "onnxruntime"},
+              "timing": {"warmup": 10, "min_iters": 10, "min_time_s": 0.5, "max_time_s": 3.0,
+                         "noise_target": 0.005, "cache": "warm", "graph": False, "fixed_iters": None}}
+    environment = {"device": "cpu", "cpu": "AMD EPYC 9454", "cpu_count": 16, "torch": "2.13.0",
+                   "onnxruntime": "1.20.1", "python": "3.12.3",
+                   "git": {"commit": "0123456789ab", "dirty": False}}
+    run_cells = (_sweep_cell("b1", 1, 0.21), _sweep_cell("b8", 8, 1.37), _sweep_cell("b64", 64, None))
+    return Report(suite="apex-bench-sweep", timestamp_utc="2026-11-27T11:00:00Z", environment=environment,
+                  config=config, status="complete", cells=run_cells,
+                  triton_autotune=summarize_autotune(run_cells))

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from apex_core.cli.main import main as cli_main
+from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.history import HistoryStore
 from apex_core.report.writer import ReportWriter
 from tests.golden import records
@@ -59,6 +60,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         files = {"json": tmp / f"{name}.json", "markdown": tmp / f"{name}.md", "html": tmp / f"{name}.html",
                  "csv": tmp / f"{name}.csv"}
         ReportWriter(files).write(report)
+    sweep = {"json": tmp / "sweep.json", "markdown": tmp / "sweep.md", "csv": tmp / "sweep.csv"}
+    ReportWriter(sweep, SWEEP_FORMATS).write(records.sweep_report())
     _cli("baseline", "emit", "--from", str(tmp / "run-a.json"), "--output", str(tmp / "baseline.json"))
     compare_text = _cli("compare", "--baseline", str(tmp / "baseline.json"),
                         "--current", str(tmp / "run-b.json"), "--summary", str(tmp / "compare-summary.json"),
@@ -81,7 +84,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 NAMES = ("run-a.json", "run-a.md", "run-a.html", "run-a.csv", "run-b.json", "run-b.md", "baseline.json",
          "compare-summary.json", "compare.md", "compare-trend.json", "compare.txt", "side-by-side.html",
-         "history-list.txt", "history-show.txt", "history-trend.txt")
+         "history-list.txt", "history-show.txt", "history-trend.txt", "sweep.json", "sweep.md", "sweep.csv")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -162,7 +162,7 @@ def test_hashes_do_not_depend_on_the_thread_count():
     assert found[0].inputs_sha256 == found[1].inputs_sha256 and found[0].inputs_sha256 is not None
     assert fingerprint.fingerprints_differences(found[0].reference, found[1].reference) == []
     code = ("import torch, attrs; torch.set_num_threads(2); from apex_core.registry import Registry;"
-            "from apex_core import replay_artifacts; ff = Registry.discover().workloads['ff-infer'];"
+            "from apex_core.measure import replay_artifacts; ff = Registry.discover().workloads['ff-infer'];"
             f"print(replay_artifacts.artifact(ff, 'default', {params!r}, 'fp16', 0).inputs_sha256)")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            cwd=ROOT)
