@@ -42,7 +42,8 @@ def test_supports_only_the_ported_workloads():
             assert backend.supports(workload, case, "fp16").ok
     axpy = Axpy()
     support = backend.supports(axpy, axpy.cases(axpy.make_params())[0], "fp32")
-    assert not support.ok and support.reason == "no jax.numpy implementation of axpy (adapters/jax_workloads)"
+    assert not support.ok and support.reason == (
+        "axpy brings no jax.numpy implementation (its Workload.implementations has no 'jax')")
 
 
 def test_preallocation_left_on_is_a_reason(monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-from adapters import triton_picks  # noqa: E402
+from adapters import triton_backend, triton_picks  # noqa: E402
 from adapters.triton_backend import TritonBackend  # noqa: E402
 from adapters.triton_picks import ShippedPicks  # noqa: E402
 from apex_core.cli.args import build_run_parser  # noqa: E402
@@ -118,7 +118,7 @@ def test_a_failure_on_the_picks_path_leaves_the_autotuners_alone_and_says_why(mo
     def broken(device_name):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(triton_picks, "shipped_picks", broken)
+    monkeypatch.setattr(triton_backend, "shipped_picks", broken)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: H100)
     seeding, names, record = TritonBackend()._seed_picks({"x": torch.zeros(2)}, autotuners())
     assert seeding is None and names == {}

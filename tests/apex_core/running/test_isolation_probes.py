@@ -97,7 +97,8 @@ def test_an_inline_probe_that_hangs_is_a_timeout_naming_where_it_hangs():
     result = Probes({"hangs": Hangs()}, inline_prober({"hangs": Hangs()}, 0.5)).result("hangs", "cpu")
     assert time.monotonic() - started < 10
     assert result.status == TIMEOUT
-    assert result.reason.startswith("probe() ran past the 0.5 s probe timeout in probe (apex_core/")
+    assert result.reason.startswith("probe() ran past the 0.5 s probe timeout in probe "
+                                    "(running/test_isolation_probes.py:")
     assert "test_isolation_probes.py" in result.log  # the hung thread's stack, for the log
 
 
