@@ -9,13 +9,16 @@ declaration; the ``--trt-*`` flags are aliases of the TensorRT backends' options
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from apex_core.errors import UsageError, printable
+from apex_core.errors import UsageError, describe_exception, printable
+
+log = logging.getLogger(__name__)
 
 OPTION_TYPES = ("str", "int", "float", "bool", "path")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -114,3 +117,21 @@ def merge_options(*sources: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
 def describe(options: Iterable[BackendOption]) -> str:
     """``engine_path (path), build (bool, repeatable)``: a backend's options in one line, for --list."""
     return ", ".join(f"{o.key} ({o.type}{', repeatable' if o.repeatable else ''})" for o in options)
+
+
+def configure(backend: Any, options: Mapping[str, Any]) -> str:
+    """Hand ``backend`` its options (``Backend.configure``): "" when it took them, else why not.
+
+    The one place a backend gets its options, in each process that uses it (the run's own for
+    ``supports``, a worker before its probe and each cell, a builder, the listing, a sweep). A
+    bad value (``UsageError``) propagates: the run's own process meets it first and stops before
+    any cell. Anything else the backend raises is its own bug, returned as the reason.
+    """
+    try:
+        backend.configure(dict(options))
+    except UsageError:
+        raise
+    except Exception as exc:
+        log.debug("configure() of backend %s failed", getattr(backend, "name", backend), exc_info=True)
+        return f"configure() raised {describe_exception(exc)}"
+    return ""

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from apex_core.backend_options import configure
 from apex_core.errors import one_line, printable
 from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
@@ -45,7 +46,8 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
     """Print the listing; backends get ``options`` first (availability may depend on them)."""
     for name, values in options.items():
         if name in registry.backends:
-            registry.backends[name].configure(values)  # a bad value is a usage error, here
+            # a bad value is a usage error, here; any other failure its probe reports
+            configure(registry.backends[name], values)
     pool = None if inline else WorkerPool()
     prober = (inline_prober(registry.backends, probe_timeout_s) if pool is None
               else pool_prober(pool, probe_timeout_s))

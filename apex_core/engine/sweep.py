@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from apex_core.backend_options import configure
 from apex_core.engine.reference_model import check_reference
 from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.serving import EngineBackend
@@ -133,7 +134,10 @@ def _loading_backend(registry: Registry, names: Sequence[str], engine_format: st
         if not isinstance(backend, EngineBackend) or engine_format not in backend.engine_formats:
             reasons.append(f"{name} does not run {engine_format} files")
             continue
-        backend.configure(options.get(name, {}))
+        failed = configure(backend, options.get(name, {}))
+        if failed:
+            reasons.append(f"{name}: {failed}")
+            continue
         availability = backend.probe(device) if device in backend.devices else None
         if availability is not None and availability.ok:
             return backend

@@ -14,6 +14,7 @@ import attrs
 import torch
 
 from apex_core import clocks
+from apex_core.backend_options import configure
 from apex_core.correctness import (
     DTYPES,
     changed_inputs,
@@ -235,11 +236,12 @@ def _relabel(timing: Timing, prepared: Prepared, note: str = "") -> Timing:
 def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
                record: dict[str, Any]) -> None:
     """The cell's stages in order; each failure raises _CellFailure with its stage named."""
-    try:
-        # a worker process gets the run's options here, before the backend does anything
-        backend.configure(spec.backend_options)
+    try:  # a worker process gets the run's options here, before the backend does anything
+        failed = configure(backend, spec.backend_options)
     except Exception as exc:
         raise _fail("configure", exc) from None
+    if failed:
+        raise _CellFailure(Status.ERROR, failed)
     torch.manual_seed(spec.seed)
     try:
         inputs = cell_inputs(workload, case, spec, spec.seed)

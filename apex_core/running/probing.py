@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from apex_core.backend_options import configure
 from apex_core.errors import describe_exception
 from apex_core.interfaces import Backend
 from apex_core.results import Availability
@@ -71,9 +72,11 @@ class ProbeResult:
 def probe_here(backend: Backend, device: str, options: Mapping[str, Any]) -> ProbeResult:
     """Configure and probe ``backend`` in this process; exceptions become ``error`` results."""
     try:
-        backend.configure(options)
-    except Exception as exc:
-        return ProbeResult(ERROR, f"configure() raised {describe_exception(exc)}", traceback.format_exc())
+        failed = configure(backend, options)
+    except Exception as exc:  # a bad value, which the run's own process would have stopped at
+        failed = f"configure() raised {describe_exception(exc)}"
+    if failed:
+        return ProbeResult(ERROR, failed)
     try:
         availability = backend.probe(device)
     except Exception as exc:  # a probe that raises is a bug: an error row, not a skip

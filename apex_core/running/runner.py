@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from apex_core.backend_options import configure
 from apex_core.errors import UsageError, describe_exception
 from apex_core.interfaces import warms_caches
 from apex_core.measure.cell import CellSpec, execute_cell
@@ -47,21 +48,12 @@ def utc_now() -> str:
 def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
     """Hand each planned backend its options in this process; returns {backend: why it failed}.
 
-    A ``UsageError`` (a bad option value) propagates, so it stops the run before any
-    cell; anything else a backend raises marks that backend's cells as errors.
+    A ``UsageError`` (a bad option value) propagates, so it stops the run before any cell;
+    anything else a backend raises marks that backend's cells as errors.
     """
-    failures: dict[str, str] = {}
-    for name in plan.backends:
-        backend = registry.backends.get(name)
-        if backend is None:
-            continue  # a broken plugin: its cells already become error rows
-        try:
-            backend.configure(plan.options_for(name))
-        except UsageError:
-            raise
-        except Exception as exc:
-            failures[name] = f"configure() raised {describe_exception(exc)}"
-    return failures
+    failures = {name: configure(registry.backends[name], plan.options_for(name))
+                for name in plan.backends if name in registry.backends}  # a broken plugin: error rows
+    return {name: reason for name, reason in failures.items() if reason}
 
 
 def _planned_result(cell: PlannedCell, status: Status, reason: str,

@@ -68,7 +68,6 @@ def _warm(registry: Any, spec: CellSpec, probes: dict[tuple[str, str], Any]) -> 
         probes[key] = probe_here(backend, spec.device, spec.backend_options)
     if probes[key].status != OK:  # unavailable here, or a probe that failed: the worker reports it
         return WarmResult(SKIPPED, reason=f"probe {probes[key].status}: {probes[key].reason}")
-    backend.configure(spec.backend_options)
     case = Case(spec.workload, spec.case, workload.params_type(**spec.params))
     support = backend.supports(workload, case, spec.dtype)
     if not support.ok:

@@ -249,3 +249,18 @@ def test_backend_opt_reaches_configure_in_the_worker_and_list_shows_the_options(
 
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["config"]["backend_options"] == {"tensorrt-engine": {"build": True}}
+
+
+def test_a_backend_gets_its_options_in_one_place():
+    """Every process that uses a backend configures it through backend_options.configure alone
+    (a backend of its own may still call super().configure)."""
+    import ast
+
+    from tests.conftest import ROOT
+
+    callers = [f"{path.relative_to(ROOT)}:{node.lineno}"
+               for path in (ROOT / "apex_core").rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "configure"]
+    assert len(callers) == 1 and callers[0].startswith("apex_core/backend_options.py:"), callers
