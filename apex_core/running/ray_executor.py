@@ -28,8 +28,8 @@ import attrs
 
 from apex_core.errors import UsageError, describe_exception
 from apex_core.results import CellResult, DeviceInfo, DeviceUse, Status
+from apex_core.running.cell_path import cell_spec, warmable_cells
 from apex_core.running.ray_task import node_environment, run_cell_task, warm_cell_task
-from apex_core.running.runner import cell_spec, warmable_cells
 from apex_core.running.workers import failed_result
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The node's side of the Ray executor: one cell per task, run in a worker process on that node.
 
-A Ray task does what a slot does on one host (``apex_core.running.runner``): it probes the
+A Ray task does what a slot does on one host (``apex_core.running.cell_path``): it probes the
 backend and runs the cell in a ``WorkerPool`` worker, so a cell that crashes or hangs is
 recorded as ``crashed`` or ``timeout`` exactly as it is locally, and the Ray worker
 itself survives it. A warm task does what a local builder does, in a builder process.
@@ -92,8 +92,8 @@ def warm_cell_task(plan: Any, index: int, plugins: bytes, worker_env: dict[str, 
     cell's index) itself, since it needs a card for the compile target and the cell's
     inputs, as a local builder does, while Ray keeps the GPUs for measuring tasks.
     """
+    from apex_core.running.cell_path import cell_spec
     from apex_core.running.prebuild import BUILDER_NICENESS
-    from apex_core.running.runner import cell_spec
     from apex_core.running.warming import FAILED, WarmRequest, WarmResult
     from apex_core.running.workers import WorkerPool
 
@@ -119,7 +119,7 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
     ``warmed`` is the cell's warm task's result (Ray starts this task only once it is in):
     it goes into the cell's record as a local builder's does.
     """
-    from apex_core.running.runner import cell_spec, decide_without_running, run_cell_in_pool
+    from apex_core.running.cell_path import cell_spec, decide_without_running, run_cell_in_pool
     from apex_core.running.workers import failed_result
 
     started = time.time()

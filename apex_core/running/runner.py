@@ -1,34 +1,29 @@
-"""Run a plan: probe each backend once, skip what cannot run, execute the rest, record each cell."""
+"""Run a plan: configure the backends, start the slots (one worker per card) and their builders,
+hand every slot each cell's way to its result (``cell_path.CellPath``), and assemble the report."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from apex_core.backend_options import configure
-from apex_core.errors import UsageError, describe_exception
-from apex_core.interfaces import warms_caches
-from apex_core.measure.cell import CellSpec, execute_cell
+from apex_core.errors import UsageError
 from apex_core.measure.doctor import BackgroundFacts
 from apex_core.measure.environment import capture_environment
-from apex_core.plan import Plan, PlannedCell
+from apex_core.plan import Plan
 from apex_core.registry import Registry
-from apex_core.results import CellResult, DeviceInfo, DeviceUse, Report, SkipKind, Status
+from apex_core.results import DeviceInfo, DeviceUse, Report, Status
 from apex_core.running.autotune import summarize_autotune
+from apex_core.running.cell_path import CellPath, cell_spec, planned_result, warmable_cells
 from apex_core.running.devices import pinning_env
 from apex_core.running.env_vars import overlaid_environ
 from apex_core.running.prebuild import BuildAhead
 from apex_core.running.probing import (
     DEFAULT_PROBE_TIMEOUT_S,
-    ERROR,
-    TIMEOUT,
-    UNAVAILABLE,
     Probes,
     inline_prober,
 )
@@ -36,9 +31,6 @@ from apex_core.running.sharding import CellBook, CellCallback, Slot, SlotState, 
 from apex_core.running.workers import WorkerPool, WorkerStartError, pool_prober
 
 log = logging.getLogger(__name__)
-
-# Backend.supports is plugin code, called from every slot's thread: one call at a time.
-_SUPPORTS_LOCK = threading.Lock()
 
 
 def utc_now() -> str:
@@ -54,44 +46,6 @@ def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
     failures = {name: configure(registry.backends[name], plan.options_for(name))
                 for name in plan.backends if name in registry.backends}  # a broken plugin: error rows
     return {name: reason for name, reason in failures.items() if reason}
-
-
-def _planned_result(cell: PlannedCell, status: Status, reason: str,
-                    kind: SkipKind | None = None) -> CellResult:
-    return CellResult(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
-                      status, params=cell.case.params_dict(), reason=reason, skip_kind=kind)
-
-
-def decide_without_running(cell: PlannedCell, registry: Registry, probes: Probes,
-                           configure_failures: dict[str, str]) -> CellResult | None:
-    """The result of a cell that will not run (broken plugin, failed probe, unavailable, unsupported)."""
-    for group, name in (("workload", cell.case.workload), ("backend", cell.backend)):
-        row = registry.broken_row(group, name)
-        if row is not None:
-            return _planned_result(cell, Status.ERROR, f"{group} plugin {name!r} failed: {row.reason}")
-    if cell.backend in configure_failures:
-        return _planned_result(cell, Status.ERROR, configure_failures[cell.backend])
-    probe = probes.result(cell.backend, cell.device)
-    if probe.status in (ERROR, TIMEOUT):  # a probe that raised, crashed or hung is a bug, not a skip
-        return _planned_result(cell, Status.ERROR if probe.status == ERROR else Status.TIMEOUT, probe.reason)
-    if probe.status == UNAVAILABLE:
-        return _planned_result(cell, Status.SKIPPED, probe.reason, SkipKind.UNAVAILABLE)
-    backend = registry.backends[cell.backend]
-    workload = registry.workloads[cell.case.workload]
-    try:
-        with _SUPPORTS_LOCK:
-            support = backend.supports(workload, cell.case, cell.dtype)
-    except Exception as exc:
-        return _planned_result(cell, Status.ERROR, f"supports() raised {describe_exception(exc)}")
-    if not support.ok:
-        return _planned_result(cell, Status.SKIPPED, support.reason, SkipKind.UNSUPPORTED)
-    return None
-
-
-def cell_spec(plan: Plan, cell: PlannedCell) -> CellSpec:
-    """What a worker needs to run ``cell`` of ``plan``."""
-    return CellSpec(cell.case.workload, cell.case.name, cell.backend, cell.dtype, cell.device,
-                    cell.case.params_dict(), plan.seed, plan.timing, plan.options_for(cell.backend))
 
 
 def run_plan(
@@ -162,11 +116,10 @@ def run_plan(
             ahead.start()
             # an inline run gets the workers' environment (the compile caches) here, then restored
             with overlaid_environ(worker_env if isolation == "inline" and worker_env else {}):
-                run_slots(states, book, lambda state, cell: _run_one(plan, cell, registry, state,
-                                                                        configure_failures, ahead))
+                run_slots(states, book, CellPath(plan, registry, configure_failures, ahead).run)
             for index in book.drain():  # left by slots that were all taken out of the rotation
                 cell = book.cells[index]
-                book.finish(index, _planned_result(cell, Status.ERROR, retired_reason(states)))
+                book.finish(index, planned_result(cell, Status.ERROR, retired_reason(states)))
             status = "complete"
         finally:
             ahead.close()  # first: what builders still warm is of no use now
@@ -219,14 +172,6 @@ def _get_ready(state: SlotState, facts: BackgroundFacts, book: CellBook) -> None
     facts.wait(book.stopping)
 
 
-def warmable_cells(cells: Sequence[PlannedCell], registry: Registry, configure_failures: Mapping[str, str]
-                   ) -> list[bool]:
-    """For each cell, whether a builder can fill its caches ahead (its backend has the hook)."""
-    return [cell.backend in registry.backends and cell.case.workload in registry.workloads
-            and cell.backend not in configure_failures and warms_caches(registry.backends[cell.backend])
-            for cell in cells]
-
-
 def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,
                  configure_failures: dict[str, str]) -> BuildAhead:
     """The run's builders (none when ``count`` is 0), sharing its cards' environments in turn."""
@@ -236,34 +181,3 @@ def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequenc
                       [state.slot.env for state in states], plan.timeout_s, plugins)
 
 
-def _run_one(plan: Plan, cell: PlannedCell, registry: Registry, state: SlotState,
-             configure_failures: dict[str, str], ahead: BuildAhead) -> CellResult:
-    """Decide and, if it can run, run one cell on one slot; raises WorkerStartError when no worker starts."""
-    if state.slot.device is not None and state.pool is not None:
-        state.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
-    result = decide_without_running(cell, registry, state.probes, configure_failures)
-    if result is None:
-        prebuild = ahead.claim(cell)  # waits for a builder still warming it
-        result = _execute(plan, cell, registry, state.pool)
-        if prebuild is not None:
-            result = prebuild.stamp(result)
-    else:
-        ahead.claim(cell, wait=False)  # it will not run: no builder needs to warm it
-    if result.log:
-        log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
-    return result
-
-
-def run_cell_in_pool(plan: Plan, cell: PlannedCell, pool: WorkerPool) -> CellResult:
-    """Run ``cell`` in ``pool``'s worker under the plan's timeout (crashes and hangs become results)."""
-    return pool.run(cell_spec(plan, cell), plan.timeout_s)
-
-
-def _execute(plan: Plan, cell: PlannedCell, registry: Registry, pool: WorkerPool | None) -> CellResult:
-    if pool is not None:
-        return run_cell_in_pool(plan, cell, pool)
-    spec = cell_spec(plan, cell)
-    started = time.perf_counter()
-    result = execute_cell(registry.workloads[cell.case.workload], registry.backends[cell.backend], spec)
-    log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)
-    return result
