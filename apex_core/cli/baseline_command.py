@@ -36,13 +36,7 @@ def _non_negative_float(text: str) -> float:
 
 
 def _ratio(text: str) -> float:
-    value = _non_negative_float(text)
-    if value > MAX_RATIO:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g}, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
+    """A ratio or fraction of a time: >= 0 and at most MAX_RATIO."""
     value = _non_negative_float(text)
     if value > MAX_RATIO:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_RATIO:g}, got {text!r}")
@@ -85,7 +79,7 @@ def build_parser() -> OneLineParser:
     emit.add_argument("--ratio", type=_ratio, help="max_regression_ratio of the first "
                       "statistic; the others are scaled alike")
     emit.add_argument("--abs-ms", type=_non_negative_float, help="max_regression_abs_ms of every metric")
-    emit.add_argument("--min-effect", type=_fraction, metavar="FRACTION",
+    emit.add_argument("--min-effect", type=_ratio, metavar="FRACTION",
                       help="min_effect of the first statistic's rule (0.05: 5 %%); the others scale alike")
     emit.add_argument("--extra-metrics", type=_extra_metric_list, default=(), metavar="NAMES",
                       help="also gate these per cell, comma-separated: " + ", ".join(
@@ -102,7 +96,7 @@ def build_parser() -> OneLineParser:
     prom.add_argument("--baseline", required=True, metavar="FILE", help="the baseline to replace")
     prom.add_argument("--runs", required=True, nargs="+", metavar="REPORT", help="reports of the new build")
     prom.add_argument("--output", metavar="FILE", help="write here instead of replacing --baseline")
-    prom.add_argument("--max-spread", type=_fraction, metavar="FRACTION",
+    prom.add_argument("--max-spread", type=_ratio, metavar="FRACTION",
                       help="one allowance for every metric instead of its own")
     prom.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     return parser

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import defaultdict
 
-from apex_core.cli.values import OneLineParser, positive_int
+from apex_core.cli.values import OneLineParser, positive_int, positive_seconds
 from apex_core.history import (
     DEFAULT_TIMEOUT_S,
     HISTORY_ENV_VAR,
@@ -20,16 +19,6 @@ from apex_core.history.changepoints import MIN_RELATIVE_STEP, MIN_SEGMENT
 from apex_core.history.model import SeriesPoint
 from apex_core.history.queries import METRIC_ALIASES, metric_column
 from apex_core.history.rows import METRIC_COLUMNS
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -46,7 +35,7 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
     """``--history`` and ``--timeout``, shared by the history commands and ``leaderboard``."""
     parser.add_argument("--history", metavar="PATH",
                         help=f"the history file (default: ${HISTORY_ENV_VAR}, else {default_history_path({})})")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"seconds to wait for another process's lock on the file ({DEFAULT_TIMEOUT_S:g})")
 
 
