@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.errors import UsageError, describe_exception, printable
+from apex_core.errors import UsageError, describe_exception, did_you_mean, printable
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +78,13 @@ def parse_backend_opts(texts: Sequence[str], backends: Mapping[str, Any]) -> dic
     for text in texts:
         name, key, value = split_assignment(text)
         if name not in backends:
-            raise UsageError(f"--backend-opt names unknown backend {printable(name)!r}; valid backends: "
-                             f"{', '.join(sorted(backends))}")
+            raise UsageError(f"--backend-opt names unknown backend {printable(name)!r}"
+                             f"{did_you_mean(name, backends)}; valid backends: {', '.join(sorted(backends))}")
         options = declared(backends[name])
         if key not in options:
             known = ", ".join(sorted(options)) or "none"
-            raise UsageError(f"--backend-opt: backend {name!r} has no option {printable(key)!r}; its options: "
-                             f"{known}")
+            raise UsageError(f"--backend-opt: backend {name!r} has no option {printable(key)!r}"
+                             f"{did_you_mean(key, options)}; its options: {known}")
         option = options[key]
         converted = option.convert(name, value)
         values = parsed.setdefault(name, {})

@@ -1,4 +1,9 @@
-"""The exception hierarchy: one root, a few specific children."""
+"""The exception hierarchy: one root, a few specific children; and the words errors are made of."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 
 class ApexBenchError(Exception):
@@ -41,3 +46,9 @@ def describe_exception(exc: BaseException) -> str:
 def printable(text: str) -> str:
     """``text`` with control characters escaped, so a message is one line and cannot drive the terminal."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'triton'?)`` when one of ``choices`` is close to a mistyped ``word``, else ""."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

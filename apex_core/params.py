@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from apex_core.errors import ParamError
+from apex_core.errors import ParamError, did_you_mean
 from apex_core.interfaces import Workload
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -66,6 +66,7 @@ def parse_overrides(items: Sequence[str], workloads: Sequence[Workload]) -> dict
         if not sep or not key:
             raise ParamError(f"--set expects key=value, got {item!r}")
         if key not in types:
-            raise ParamError(f"--set {key}: unknown parameter; valid keys: {', '.join(sorted(types))}")
+            raise ParamError(f"--set {key}: unknown parameter{did_you_mean(key, types)}; valid keys: "
+                             f"{', '.join(sorted(types))}")
         overrides[key] = _convert(key, raw.strip(), types[key])
     return overrides

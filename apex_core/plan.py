@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from apex_core.correctness import DTYPES
-from apex_core.errors import ParamError, UsageError
+from apex_core.errors import ParamError, UsageError, did_you_mean
 from apex_core.interfaces import FIXED_PROFILE, Workload
 from apex_core.params import parse_overrides
 from apex_core.registry import Registry
@@ -163,7 +163,8 @@ def build_plan(
     """Resolve names, aliases, dtypes and parameters into cells; every mistake is a UsageError."""
     for dtype in dtypes:
         if dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+            raise UsageError(f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; valid dtypes: "
+                             f"{', '.join(DTYPES)}")
     if device not in ("cpu", "cuda"):
         raise UsageError(f"unknown device {device!r}; valid devices: cpu, cuda")
     if timeout_s <= 0:
@@ -198,7 +199,9 @@ def build_plan(
         if wanted:
             unknown = wanted - {c.name for c in cases}
             if unknown:
-                raise UsageError(f"unknown case {sorted(unknown)[0]!r} of {workload.name}; valid "
+                first = sorted(unknown)[0]
+                hint = did_you_mean(first, [c.name for c in cases])
+                raise UsageError(f"unknown case {first!r} of {workload.name}{hint}; valid "
                                  f"cases: {', '.join(c.name for c in cases)}")
             cases = [c for c in cases if c.name in wanted]
         for case in cases:

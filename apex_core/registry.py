@@ -18,7 +18,7 @@ from typing import Any
 
 from stevedore import ExtensionManager
 
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, did_you_mean
 from apex_core.interfaces import Backend, Workload
 from apex_core.plugin_api import check_plugin
 from apex_core.providers import FoundPlugin, expand_providers
@@ -304,7 +304,8 @@ def _expand(requested: Sequence[str] | None, known: list[str],
         for member in members:
             if member not in known:
                 valid = ", ".join([*known, *sorted(aliases)])
-                raise UsageError(f"unknown {kind} {member!r}; valid {kind}s: {valid}")
+                hint = did_you_mean(member, [*known, *aliases])
+                raise UsageError(f"unknown {kind} {member!r}{hint}; valid {kind}s: {valid}")
             if member not in selected:
                 selected.append(member)
     if not selected:

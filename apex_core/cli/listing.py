@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from apex_core.backend_options import configure
@@ -80,7 +81,7 @@ def print_options(registry: Registry, console: Any = None) -> None:
         table.add_column(column, overflow="fold")
     for name, spec in specs:
         kind = f"{spec.type}, repeatable" if spec.repeatable else spec.type
-        table.add_row(name, spec.key, kind, spec.help)
+        table.add_row(*map(escape, (name, spec.key, kind, spec.help)))
     console.print(table)
 
 
@@ -92,5 +93,6 @@ def print_listing(rows: list[PluginRow], device: str, console: Any = None) -> No
             table.add_column(column, overflow="fold")
         for row in rows:
             if row.group == group:
-                table.add_row(row.name, row.status, row.reason, row.description, row.source)
+                # plain text, not rich markup: "pip install 'apex-bench[jax]'" keeps its brackets
+                table.add_row(*map(escape, (row.name, row.status, row.reason, row.description, row.source)))
         console.print(table)

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import NoReturn
 
-from apex_core.errors import printable
+from apex_core.errors import did_you_mean, printable
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -15,8 +15,16 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         # control characters from the command line are escaped, never echoed raw
-        sys.stderr.write(f"{self.prog}: error: {printable(message)}\n")
+        sys.stderr.write(f"{self.prog}: error: {printable(message)}{self._flag_hint(message)}\n")
         sys.exit(2)
+
+    def _flag_hint(self, message: str) -> str:
+        """A "did you mean" for the first unrecognized flag, among this parser's own."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
+        first = message.removeprefix("unrecognized arguments: ").split()[0].partition("=")[0]
+        return did_you_mean(first, flags) if first.startswith("--") else ""
 
 
 def positive_int(text: str) -> int:

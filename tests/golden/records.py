@@ -2,7 +2,7 @@
 
 A live run's flags and numbers depend on its times, so the golden outputs are written from
 these records, whose every number is fixed: what a format makes of a record must not change
-unless the change is meant (tests/golden/README.md).
+unless the change is meant (tests/golden/test_golden_outputs.py says how to rewrite them).
 """
 
 from __future__ import annotations

@@ -173,3 +173,25 @@ def test_a_history_that_cannot_be_a_file_is_refused_before_any_cell_runs(tmp_pat
 def test_doctor_json_naming_a_folder_is_a_usage_error(tmp_path):
     result = run_cli(["doctor", "--device", "cpu", "--json", str(tmp_path)], cwd=tmp_path, timeout=120)
     assert_usage_error(result, "--json", "is a folder")
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["--backends", "tritn"], "unknown backend 'tritn' (did you mean 'triton'?)"),
+    (["--backnds", "triton"], "unrecognized arguments: --backnds triton (did you mean '--backends'?)"),
+    (["--workloads", "tileunpack:blnd"], "unknown case 'blnd' of tileunpack (did you mean 'blend'?)"),
+    (["--workloads", "tilepak"], "unknown workload 'tilepak' (did you mean 'tilepack'?)"),
+    (["--set", "heigth=3"], "--set heigth: unknown parameter (did you mean 'height'?)"),
+    (["--backend-opt", "tritn.retune=1"], "unknown backend 'tritn' (did you mean 'triton'?)"),
+])
+def test_a_near_miss_is_one_line_that_says_what_was_meant(tmp_path, args, hint):
+    result = run_cli(["--device", "cpu", "--no-history", *args], cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert hint in line, line
+
+
+def test_no_guess_when_nothing_is_close():
+    from apex_core.errors import did_you_mean
+
+    assert did_you_mean("zzzz", ["triton", "jax"]) == ""
+    assert did_you_mean("jaxx", ["triton", "jax"]) == " (did you mean 'jax'?)"
