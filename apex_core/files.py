@@ -60,9 +60,19 @@ def check_writable(path: Path, flag: str) -> None:
     try:
         fd, probe = tempfile.mkstemp(prefix=".apex-bench-write-check.", dir=folder)
     except OSError as exc:
-        raise UsageError(f"{flag} {path}: folder {folder} is not writable ({exc.strerror})") from None
+        raise UsageError(f"{flag} {path}: cannot write in folder {folder} ({exc.strerror})") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def make_folder(path: Path, flag: str) -> None:
+    """Create the folder an output file goes into, as the default ``artifacts/`` is, or say in one
+    line why it cannot be (a file stands in the way, no permission)."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot make its folder {Path(path).parent} "
+                         f"({exc.strerror or exc})") from None
 
 
 def check_distinct(paths: dict[str, Path]) -> None:

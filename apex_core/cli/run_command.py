@@ -24,7 +24,7 @@ from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.errors import UsageError, one_line, printable
-from apex_core.files import check_distinct, check_writable
+from apex_core.files import check_distinct, check_writable, make_folder
 from apex_core.measure.environment import capture_environment
 from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -44,10 +44,7 @@ DEFAULT_MD = DEFAULT_DIR / "apex-bench.md"
 
 def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
                  default_md: Path = DEFAULT_MD) -> tuple[Path, Path, Path]:
-    """Resolve output paths; default ones get their folder created, given ones must exist."""
-    if args.output_json is None or args.output_md is None:
-        for default in (default_json, default_md):
-            default.parent.mkdir(parents=True, exist_ok=True)
+    """Resolve output paths; a missing folder is made, given or default (as ``artifacts/`` is)."""
     for text, flag in ((args.output_json, "--output-json"), (args.output_md, "--output-md"),
                        (args.log_file, "--log-file")):
         if text is not None and not str(text).strip():
@@ -57,6 +54,7 @@ def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
     log_path = Path(args.log_file) if args.log_file is not None else json_path.with_suffix(".log")
     paths = {"--output-json": json_path, "--output-md": md_path, "--log-file": log_path}
     for flag, path in paths.items():
+        make_folder(path, flag)
         check_writable(path, flag)
     check_distinct(paths)
     return json_path, md_path, log_path

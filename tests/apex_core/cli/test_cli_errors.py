@@ -58,17 +58,20 @@ def test_usage_errors(tmp_path, args, fragments):
     assert not (tmp_path / "artifacts" / "apex-bench.json").exists()
 
 
-def test_output_in_missing_folder(tmp_path):
-    result = run_cli(["--device", "cpu", "--output-json", str(tmp_path / "no" / "r.json")],
-                     cwd=tmp_path)
-    assert_usage_error(result, "--output-json", "does not exist")
+def test_output_in_a_missing_folder_makes_the_folder_as_the_default_one_is(tmp_path):
+    result = run_cli(["--device", "cpu", "--profile", "smoke", "--workloads", "tilepack", "--backends",
+                      "torch-reference", "--fixed-iters", "2", "--no-history", "--quiet",
+                      "--output-json", "results/run1.json", "--output-md", "results/run1.md",
+                      "--output-csv", "tables/run1.csv"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert (tmp_path / "results" / "run1.json").is_file() and (tmp_path / "tables" / "run1.csv").is_file()
 
 
 def test_output_under_a_file(tmp_path):
     (tmp_path / "plain").write_text("x")
     result = run_cli(["--device", "cpu", "--output-md", str(tmp_path / "plain" / "r.md")],
                      cwd=tmp_path)
-    assert_usage_error(result, "--output-md")
+    assert_usage_error(result, "--output-md", "cannot make its folder")
 
 
 def _read_only_folder(tmp_path):
@@ -87,7 +90,7 @@ def _read_only_folder(tmp_path):
 def test_output_in_read_only_folder(tmp_path):
     folder = _read_only_folder(tmp_path)
     result = run_cli(["--device", "cpu", "--output-json", str(folder / "r.json")], cwd=tmp_path)
-    assert_usage_error(result, "not writable")
+    assert_usage_error(result, "cannot write in folder")
 
 
 def test_doctor_on_the_cpu_answers_in_a_few_lines(tmp_path):
