@@ -52,3 +52,8 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'triton'?)`` when one of ``choices`` is close to a mistyped ``word``, else ""."""
     close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 run``, ``2 runs``: a count with its noun (an English plural in -s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

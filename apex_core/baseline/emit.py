@@ -22,6 +22,7 @@ from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
+from apex_core.errors import plural
 
 # device -> statistic -> (max_regression_ratio, the same for end-to-end workloads).
 # GPU timings repeat within a few percent, so the median and p95 gate tightly. On a shared
@@ -116,8 +117,8 @@ def check_complete(reports: Sequence[LoadedReport], allow_partial: bool) -> None
     for report in reports:
         if report.status != "complete" and not allow_partial:
             raise InputFileError(report.path, "status", f"is {report.status!r}: the run did not finish "
-                                 f"({len(report.cells)} cells recorded); a baseline needs complete runs "
-                                 "(--allow-partial takes the cells it has)")
+                                 f"({plural(len(report.cells), 'cell')} recorded); a baseline needs "
+                                 "complete runs (--allow-partial takes the cells it has)")
 
 
 def _check_alike(reports: Sequence[LoadedReport]) -> None:
@@ -170,7 +171,8 @@ def _check_agreement(reports: Sequence[LoadedReport], name: str, values: Sequenc
     spread = run_spread(values)
     if spread is not None and max(spread, spread_allowance(spread, len(values))) > MAX_RULE_VALUE:
         raise InputFileError(reports[0].path, "benchmarks", (
-            f"the runs disagree on {name}: {min(values):.4g} to {max(values):.4g} ms over {len(values)} runs, "
+            f"the runs disagree on {name}: {min(values):.4g} to {max(values):.4g} ms over "
+            f"{plural(len(values), 'run')}, "
             "more than a baseline can hold; take it from runs of one build that agree"))
 
 

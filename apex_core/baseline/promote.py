@@ -19,6 +19,7 @@ from apex_core.baseline.emit import emit_baseline, min_effect_table, ratio_table
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, LoadedReport, Verdict, metric_stat
 from apex_core.baseline.verdict import judge, metric_seed
+from apex_core.errors import plural
 
 MIN_RUNS = 3
 
@@ -85,7 +86,7 @@ def disagreements(runs: Sequence[LoadedReport], stats: Sequence[str],
         spread = run_spread(series) if len(series) == len(runs) else None
         if len(series) != len(runs):
             found.append(Disagreement(metric=name, spread=None, allowed=allowed[metric_stat(name)],
-                                      detail=f"in {len(series)} of {len(runs)} runs"))
+                                      detail=f"in {len(series)} of {plural(len(runs), 'run')}"))
         elif spread is not None and spread > allowed[metric_stat(name)]:
             found.append(Disagreement(metric=name, spread=spread, allowed=allowed[metric_stat(name)],
                                       detail=f"{min(series):.4g}-{max(series):.4g} ms"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apex_core.errors import plural
 from apex_core.history.changepoints import ChangePoint
 from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint, StoredRun
 
@@ -79,7 +80,7 @@ def trend(column: str, points: Sequence[SeriesPoint], changes: Sequence[ChangePo
     first, unit = points[0], metric_unit(column)
     starts = {c.index for c in changes}
     lines = [f"{column} of {first.workload}/{first.case}/{first.backend}/{first.dtype}/{first.device} "
-             f"in environment {first.environment_id} ({len(points)} runs)"]
+             f"in environment {first.environment_id} ({plural(len(points), 'run')})"]
     body = [(str(p.run_id), p.recorded_utc, _commit(p.commit), f"{p.value:.4g}",
              "<- change" if i in starts else "") for i, p in enumerate(points)]
     heading = column if column.endswith("_ms") or not unit else f"{column} ({unit})"
@@ -94,10 +95,12 @@ def trend(column: str, points: Sequence[SeriesPoint], changes: Sequence[ChangePo
 
 def leaderboard(board: Leaderboard, key: Mapping[str, Any]) -> list[str]:
     lines = [environment_line(board.environment_id, key),
-             f"{board.runs} runs; a backend's p50 is the median of its last {board.last} ok runs per group", ""]
+             f"{plural(board.runs, 'run')}; a backend's p50 is the median of its last {board.last} ok runs "
+             "per group", ""]
     for group in board.groups:
         lines.append(f"{group.workload}/{group.case} {group.dtype}")
-        body = [(f"{rank}.", e.backend, f"{e.p50_ms:.4g} ms", f"{e.ratio_to_fastest:.2f}x", f"{e.runs} runs")
+        body = [(f"{rank}.", e.backend, f"{e.p50_ms:.4g} ms", f"{e.ratio_to_fastest:.2f}x",
+                 plural(e.runs, "run"))
                 for rank, e in enumerate(group.entries, start=1)]
         lines += _table(("#", "backend", "p50", "vs fastest", "from"), body, indent="  ")
     lines += ["", "overall: geometric mean of p50 / the group's fastest p50, over the groups each backend "

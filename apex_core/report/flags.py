@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from apex_core.errors import plural
 from apex_core.measure.doctor import physics_gbps
 from apex_core.results import CellResult, Timing
 
@@ -119,7 +120,8 @@ def flag_note(flag: str, facts: FlagFacts) -> str:
                 f"({facts.floor_ms:.3g} ms), where the timer cannot resolve it; time it {remedy} "
                 "(--set, --profile large)")
     if flag == "few_samples":
-        return (f"few_samples: its statistics rest on {facts.n} samples, fewer than the {facts.asked} asked: "
+        return (f"few_samples: its statistics rest on {plural(facts.n, 'sample')}, fewer than the "
+                f"{facts.asked} asked: "
                 + _few_samples_why(facts))
     return ""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from apex_core.errors import plural
 from apex_core.report.flags import FlagFacts, cell_flags, flag_note, is_launch_bound
 from apex_core.results import CellResult, Report, Status, Telemetry
 
@@ -106,7 +107,7 @@ def _device_lines(report: Report) -> list[str]:
     for use in report.devices:
         card = use.device
         state = f"; taken out of the rotation: {_escape(use.retired)}" if use.retired else ""
-        lines.append(f"- {card.label}: {_escape(card.name)} ({card.uuid}), {use.cells} cells{state}")
+        lines.append(f"- {card.label}: {_escape(card.name)} ({card.uuid}), {plural(use.cells, 'cell')}{state}")
     return lines
 
 
@@ -124,7 +125,7 @@ def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
     if warmed:
         ahead = sum(1 for c in warmed if c.metadata.get("prebuild", {}).get("state") == "warmed")
         who = f"{builders} builder{'s' if builders != 1 else ''}" if builders else "builders"
-        parts.append(f"{who} warmed {ahead} of {len(warmed)} cells ahead, "
+        parts.append(f"{who} warmed {ahead} of {plural(len(warmed), 'cell')} ahead, "
                      f"{sum(c.warm_time_s or 0.0 for c in warmed):.1f} s of their time")
     if waits:
         parts.append(f"longest wait for a worker {max(waits):.1f} s")

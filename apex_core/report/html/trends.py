@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.baseline.model import Baseline, metric_name
+from apex_core.errors import plural
 from apex_core.history import SeriesPoint, change_points
 from apex_core.report.html.inputs import HistoryInput
 from apex_core.report.html.numbers import Q, data_attrs, history_src, number, pointer
@@ -152,7 +153,8 @@ def history_section(
     else:
         run_ids = sorted({p.run_id for p in history.series})
         parts.append(
-            f'<p class="caption">{len(history.runs)} runs of environment <code>{esc(history.environment_id)}'
+            f'<p class="caption">{plural(len(history.runs), "run")} of environment '
+            f'<code>{esc(history.environment_id)}'
             f"</code> in <code>{esc(history.path)}</code>; this report's run is "
             f"{'#' + str(history.subject_run_id) if history.subject_run_id else 'not among them'}. "
             "Vertical lines mark change points (a step of 5 % or more held for 3 runs each side); "

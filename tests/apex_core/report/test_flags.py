@@ -190,7 +190,7 @@ def test_fewer_samples_than_asked_are_flagged_and_say_why():
     assert cell_flags(one_long_call, {}, SAMPLING) == ["few_samples"]
     assert cell_flags(timed("b", [1.0] * 10, stop="time_cap"), {}, SAMPLING) == []
     text = render_markdown(attrs.evolve(zero_time_report(), cells=(one_long_call,)))
-    assert ("few_samples: its statistics rest on 1 samples, fewer than the 10 asked: a single call took "
+    assert ("few_samples: its statistics rest on 1 sample, fewer than the 10 asked: a single call took "
             "longer than --max-time (3.0 s)") in text
     host_bound = timed("b", [1.0] * 3, stop="time_cap")  # three 1 ms reads in --iters x --max-time
     text = render_markdown(attrs.evolve(zero_time_report(), cells=(host_bound,)))
@@ -209,7 +209,7 @@ def test_the_html_report_shows_the_degenerate_flags_notes_and_the_missing_speed_
     page = render_html(ReportInputs(runs=(RunInput("run0", "r.json", report_record(report)),)))
     assert "fast: no speed-up: this cell&#x27;s p50 is 0 ms" in page
     assert "fast: no_device_work: the clock saw no time in the calls" in page
-    assert "slow: few_samples: its statistics rest on 1 samples, fewer than the 10 asked" in page
+    assert "slow: few_samples: its statistics rest on 1 sample, fewer than the 10 asked" in page
     assert '<span class="none">–</span> [1]' in page
 
 

@@ -177,6 +177,7 @@ def test_a_run_with_html_writes_it_and_links_it_from_the_markdown(tmp_path: Path
 
 
 def test_a_run_refuses_an_html_path_it_cannot_write(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("in the way of the folder --html names")
     result = run_cli(
         [
             "--device",
@@ -186,7 +187,7 @@ def test_a_run_refuses_an_html_path_it_cannot_write(tmp_path: Path) -> None:
             "--output-json",
             str(tmp_path / "r.json"),
             "--html",
-            str(tmp_path / "no-such-folder" / "r.html"),
+            str(tmp_path / "a-file" / "r.html"),
         ],
         cwd=tmp_path,
     )
