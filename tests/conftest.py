@@ -68,3 +68,33 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
         cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
         timeout=timeout,
     )
+
+
+def _artifacts_files() -> dict[str, int]:
+    """The files under the checkout's artifacts/ (the user's reports and history), with their
+    modification times; the folder APEX_TEST_ARTIFACTS names (CI's screenshots, opted in) aside."""
+    folder = ROOT / "artifacts"
+    allowed = os.environ.get("APEX_TEST_ARTIFACTS")
+    kept = (ROOT / allowed).resolve() if allowed else None
+    return {str(path.relative_to(ROOT)): path.stat().st_mtime_ns for path in folder.rglob("*")
+            if path.is_file() and not (kept is not None and path.resolve().is_relative_to(kept))}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without xdist
+        session.config.stash[_ARTIFACTS_BEFORE] = _artifacts_files()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite never writes into the user's artifacts/ (reports, history): a run that did fails."""
+    before = session.config.stash.get(_ARTIFACTS_BEFORE, None)
+    if before is None:
+        return
+    changed = sorted(set(_artifacts_files().items()) ^ set(before.items()))
+    if changed:
+        names = sorted({name for name, _ in changed})
+        sys.stderr.write(f"\nthe tests wrote into the checkout's artifacts/: {', '.join(names)}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_ARTIFACTS_BEFORE = pytest.StashKey[dict[str, int]]()
