@@ -6,6 +6,7 @@ a one-line reason; the traceback travels in ``CellResult.log`` for the log file.
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from typing import Any
@@ -137,17 +138,13 @@ def check(workload: Workload, case: Case, prepared: Prepared, inputs: Inputs, sp
 
 
 def derive(work: Work, timing: Timing) -> Derived:
+    """Rates from the p50; none (0) for a p50 of 0 ms, or one so small that a rate overflows."""
     seconds = timing.stats.p50 / 1e3
-    if seconds <= 0:
-        return Derived(work.units, 0.0, 0.0, 0.0, work.bytes_moved, work.flops)
-    return Derived(
-        units=work.units,
-        units_per_s=work.count / seconds,
-        gbps=work.bytes_moved / seconds / 1e9,
-        tflops=work.flops / seconds / 1e12,
-        bytes_moved=work.bytes_moved,
-        flops=work.flops,
-    )
+    rates = (work.count / seconds, work.bytes_moved / seconds / 1e9, work.flops / seconds / 1e12) \
+        if seconds > 0 else (0.0, 0.0, 0.0)
+    if not all(math.isfinite(rate) for rate in rates):  # a denormal p50: as good as 0 ms
+        rates = (0.0, 0.0, 0.0)
+    return Derived(work.units, *rates, bytes_moved=work.bytes_moved, flops=work.flops)
 
 
 def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed, spot: SpotChecks | None, spot_bytes: int
