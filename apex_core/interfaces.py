@@ -60,11 +60,16 @@ def __getattr__(name: str) -> Any:
     """``PROFILES``, which plugin API 1.0 exported, with a DeprecationWarning (PEP 562)."""
     if name != "PROFILES":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    caller = sys._getframe(1).f_globals.get("__name__", "")
-    _deprecated_uses.setdefault(str(caller).partition(".")[0], set()).add(_PROFILES_DEPRECATION)
+    note_deprecated_use(sys._getframe(1).f_globals.get("__name__", ""), _PROFILES_DEPRECATION)
     warnings.warn("apex_core.interfaces.PROFILES is deprecated since plugin API 1.2 and goes in 2.0: "
                   "declare the workload's own Workload.profiles", DeprecationWarning, stacklevel=2)
     return _FIRST_API_PROFILES
+
+
+def note_deprecated_use(caller: str, use: tuple[str, str, str]) -> None:
+    """Keep that module ``caller`` used a deprecated module-level name (used, instead, since): the
+    report lists it for each plugin of the caller's top-level package."""
+    _deprecated_uses.setdefault(str(caller).partition(".")[0], set()).add(use)
 
 
 def deprecated_uses(package: str) -> list[tuple[str, str, str]]:

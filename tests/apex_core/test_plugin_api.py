@@ -154,19 +154,21 @@ def test_the_first_api_work_is_served_by_the_shim_and_listed_as_deprecated():
 
 
 def test_the_engine_workloads_old_module_is_still_importable_with_a_deprecation_warning():
-    import importlib
-    import sys
-
+    from apex_core import interfaces
     from apex_core.engine import workload as engine_workload
+    from apex_core.interfaces import deprecated_uses
 
-    sys.modules.pop("apex_core.workloads.engine_file", None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        old = importlib.import_module("apex_core.workloads.engine_file")
-    assert old.EngineWorkload is engine_workload.EngineWorkload
-    assert old.NO_REFERENCE == engine_workload.NO_REFERENCE and old.case_seed is engine_workload.case_seed
+        from apex_core.workloads.engine_file import NO_REFERENCE, EngineWorkload, case_seed
+    assert EngineWorkload is engine_workload.EngineWorkload and case_seed is engine_workload.case_seed
+    assert NO_REFERENCE == engine_workload.NO_REFERENCE
     assert any(issubclass(w.category, DeprecationWarning) and "apex_core.engine.workload" in str(w.message)
                for w in caught)
+    # the report lists the use for the package that made it, as it lists PROFILES
+    use = ("apex_core.workloads.engine_file", "apex_core.engine.workload", "1.5")
+    assert use in deprecated_uses("tests")
+    interfaces._deprecated_uses["tests"].discard(use)  # the fakes of later tests in this process use none
 
 
 def test_profiles_is_still_importable_with_a_deprecation_warning():
