@@ -194,4 +194,5 @@ def _against_history(args: argparse.Namespace) -> int:
                           trend=_optional_path(args.trend_output), markdown=_optional_path(args.markdown),
                           allow_missing=args.allow_missing, force=args.force)
     check_outputs(options.outputs())
+    print(f"apex-bench compare: against {where}", flush=True)  # which runs the verdict is about
     return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)

@@ -106,5 +106,8 @@ def baseline_reports_from_history(history_path: str | None, spec: str, currents:
 
 
 def describe_runs(reports: Sequence[Any]) -> str:
-    """``run 12, run 14``: the history runs a baseline was built from."""
-    return ", ".join(Path(r.path).stem.removeprefix("history-").replace("-", " ") for r in reports)
+    """``run 12 of 2026-11-27T10:00:00Z at commit 0123456789ab, ...``: the history runs a baseline
+    was built from, each with its time and commit, so a reader knows what was compared with."""
+    return ", ".join(
+        Path(r.path).stem.removeprefix("history-").replace("-", " ") + f" of {r.timestamp_utc}"
+        + (f" at commit {r.git_commit[:12]}" if r.git_commit else "") for r in reports)
