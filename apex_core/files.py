@@ -65,14 +65,15 @@ def check_writable(path: Path, flag: str) -> None:
     os.unlink(probe)
 
 
-def make_folder(path: Path, flag: str) -> None:
-    """Create the folder an output file goes into, as the default ``artifacts/`` is, or say in one
-    line why it cannot be (a file stands in the way, no permission)."""
+def prepare_output(path: Path, flag: str) -> None:
+    """Make the folder a run's output file goes into, as the default ``artifacts/`` is made, then
+    check the file can be written there (``check_writable``); one line when either cannot be."""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot make its folder {Path(path).parent} "
                          f"({exc.strerror or exc})") from None
+    check_writable(path, flag)
 
 
 def check_distinct(paths: dict[str, Path]) -> None:

@@ -24,7 +24,7 @@ from apex_core.engine.sweep import SUITE as SWEEP_SUITE
 from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, plan_sweep
 from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.errors import UsageError, one_line, printable
-from apex_core.files import check_distinct, check_writable, make_folder
+from apex_core.files import check_distinct, prepare_output
 from apex_core.measure.environment import capture_environment
 from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -54,8 +54,7 @@ def output_paths(args: Any, default_json: Path = DEFAULT_JSON,
     log_path = Path(args.log_file) if args.log_file is not None else json_path.with_suffix(".log")
     paths = {"--output-json": json_path, "--output-md": md_path, "--log-file": log_path}
     for flag, path in paths.items():
-        make_folder(path, flag)
-        check_writable(path, flag)
+        prepare_output(path, flag)
     check_distinct(paths)
     return json_path, md_path, log_path
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from apex_core.files import atomic_write_text, check_distinct, check_writable, make_folder
+from apex_core.files import atomic_write_text, check_distinct, prepare_output
 from apex_core.report.formats import FORMATS, ReportFormat
 from apex_core.results import Report
 
@@ -19,8 +19,7 @@ def optional_output(text: str | None, flag: str, *others: Path | None) -> Path |
     if text is None:
         return None
     path = Path(text)
-    make_folder(path, flag)
-    check_writable(path, flag)
+    prepare_output(path, flag)
     for other in others:
         if other is not None:
             check_distinct({flag: path, "another output": other})
