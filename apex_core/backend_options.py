@@ -9,7 +9,7 @@ declaration; the ``--trt-*`` flags are aliases of the TensorRT backends' options
 
 from __future__ import annotations
 
-import logging
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,6 @@ from typing import Any
 import attrs
 
 from apex_core.errors import UsageError, describe_exception, did_you_mean, printable
-
-log = logging.getLogger(__name__)
 
 OPTION_TYPES = ("str", "int", "float", "bool", "path")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -119,8 +117,9 @@ def describe(options: Iterable[BackendOption]) -> str:
     return ", ".join(f"{o.key} ({o.type}{', repeatable' if o.repeatable else ''})" for o in options)
 
 
-def configure(backend: Any, options: Mapping[str, Any]) -> str:
-    """Hand ``backend`` its options (``Backend.configure``): "" when it took them, else why not.
+def configure(backend: Any, options: Mapping[str, Any]) -> tuple[str, str]:
+    """Hand ``backend`` its options (``Backend.configure``): ("", "") when it took them, else why
+    not and the traceback (for the log file).
 
     The one place a backend gets its options, in each process that uses it (the run's own for
     ``supports``, a worker before its probe and each cell, a builder, the listing, a sweep). A
@@ -132,6 +131,5 @@ def configure(backend: Any, options: Mapping[str, Any]) -> str:
     except UsageError:
         raise
     except Exception as exc:
-        log.debug("configure() of backend %s failed", getattr(backend, "name", backend), exc_info=True)
-        return f"configure() raised {describe_exception(exc)}"
-    return ""
+        return f"configure() raised {describe_exception(exc)}", traceback.format_exc()
+    return "", ""

@@ -134,7 +134,7 @@ def _loading_backend(registry: Registry, names: Sequence[str], engine_format: st
         if not isinstance(backend, EngineBackend) or engine_format not in backend.engine_formats:
             reasons.append(f"{name} does not run {engine_format} files")
             continue
-        failed = configure(backend, options.get(name, {}))
+        failed, _trace = configure(backend, options.get(name, {}))
         if failed:
             reasons.append(f"{name}: {failed}")
             continue

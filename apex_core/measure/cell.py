@@ -234,11 +234,11 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
                record: dict[str, Any]) -> None:
     """The cell's stages in order; each failure raises _CellFailure with its stage named."""
     try:  # a worker process gets the run's options here, before the backend does anything
-        failed = configure(backend, spec.backend_options)
+        failed, trace = configure(backend, spec.backend_options)
     except Exception as exc:
         raise _fail("configure", exc) from None
     if failed:
-        raise _CellFailure(Status.ERROR, failed)
+        raise _CellFailure(Status.ERROR, failed, trace)
     torch.manual_seed(spec.seed)
     try:
         inputs = cell_inputs(workload, case, spec, spec.seed)

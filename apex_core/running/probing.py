@@ -72,11 +72,11 @@ class ProbeResult:
 def probe_here(backend: Backend, device: str, options: Mapping[str, Any]) -> ProbeResult:
     """Configure and probe ``backend`` in this process; exceptions become ``error`` results."""
     try:
-        failed = configure(backend, options)
+        failed, trace = configure(backend, options)
     except Exception as exc:  # a bad value, which the run's own process would have stopped at
-        failed = f"configure() raised {describe_exception(exc)}"
+        failed, trace = f"configure() raised {describe_exception(exc)}", traceback.format_exc()
     if failed:
-        return ProbeResult(ERROR, failed)
+        return ProbeResult(ERROR, failed, trace)
     try:
         availability = backend.probe(device)
     except Exception as exc:  # a probe that raises is a bug: an error row, not a skip

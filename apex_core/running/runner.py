@@ -43,7 +43,7 @@ def configure_backends(plan: Plan, registry: Registry) -> dict[str, str]:
     A ``UsageError`` (a bad option value) propagates, so it stops the run before any cell;
     anything else a backend raises marks that backend's cells as errors.
     """
-    failures = {name: configure(registry.backends[name], plan.options_for(name))
+    failures = {name: configure(registry.backends[name], plan.options_for(name))[0]
                 for name in plan.backends if name in registry.backends}  # a broken plugin: error rows
     return {name: reason for name, reason in failures.items() if reason}
 

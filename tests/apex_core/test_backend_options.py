@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import attrs
 import pytest
 
 import apex_core
@@ -123,6 +124,21 @@ def test_configure_crash_turns_that_backends_cells_into_errors():
     assert by_backend["refusing"].status == Status.ERROR
     assert by_backend["refusing"].reason == "configure() raised RuntimeError: boom"
     assert by_backend["eager"].status == Status.OK
+
+
+def test_a_configure_crash_in_a_probe_or_a_cell_keeps_its_traceback_for_the_log():
+    from apex_core.measure.cell import CellSpec, execute_cell
+    from apex_core.running.probing import ERROR, probe_here
+
+    probed = probe_here(Refusing(RuntimeError("boom")), "cpu", {"x": 1})
+    assert (probed.status, probed.reason) == (ERROR, "configure() raised RuntimeError: boom")
+    assert "Traceback" in probed.log and "RuntimeError: boom" in probed.log
+    axpy = Axpy()
+    spec = CellSpec("axpy", "default", "refusing", "fp32", "cpu", attrs.asdict(axpy.make_params()), 0, FAST,
+                    {"x": 1})
+    cell = execute_cell(axpy, Refusing(RuntimeError("boom")), spec)
+    assert (cell.status, cell.reason) == (Status.ERROR, "configure() raised RuntimeError: boom")
+    assert "RuntimeError: boom" in cell.log
 
 
 def test_cell_skipped_from_prepare_is_a_skip_with_its_reason():
