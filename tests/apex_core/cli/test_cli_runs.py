@@ -67,8 +67,10 @@ def test_sigkill_leaves_a_valid_partial_report(tmp_path, plugin_on_path):
         [sys.executable, "-m", "apex_core.cli.main", "--device", "cpu", "--workloads", "test-scale",
          "--backends", "test-working", "--dtype", "fp32,fp16,bf16", "--min-time", "1.5",
          "--max-time", "1.5", "--output-json", str(out), "--output-md", str(tmp_path / "r.md")],
-        cwd=tmp_path, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        # A millisecond per call makes each cell sample for its full 1.5 s: without it the
+        # cells end at the sample cap within 0.1 s of each other and the kill can miss them.
+        cwd=tmp_path, env={**os.environ, "APEX_TESTPLUGIN_DELAY_S": "0.001"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
