@@ -184,6 +184,8 @@ ROOMS = {
     "running": ("contract", "measure"),
     "engine": ("contract", "measure", "workloads", "report", "running"),
     "library": ("contract", "measure", "running", "report"),
+    # the apex_bench pytest fixture: a test's call measured as a cell, written as a report
+    "pytest_plugin": ("contract", "measure", "baseline", "history", "report", "running"),
     "cli": ("contract", "measure", "workloads", "discovery", "baseline", "history", "report", "running",
             "engine", "library"),
 }

@@ -1,0 +1,1 @@
+"""apex-bench inside a test suite: the ``apex_bench`` pytest fixture (docs/pytest.md)."""
