@@ -18,7 +18,7 @@ from typing import Any
 
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
+from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
@@ -188,7 +188,7 @@ def _extra_metrics(reports: Sequence[LoadedReport], kinds: Sequence[str]) -> dic
                     values.setdefault(cell.metric(kind), []).append(cell.extras[kind])
     extras = {}
     for name, series in values.items():
-        metric = EXTRA_METRICS[name.rsplit("/", 1)[-1]]
+        metric = metric_kind(name)
         extras[name] = ExtraLimit(value=statistics.median(series), better=metric.better,
                                   max_change_ratio=metric.ratio, max_change_abs=metric.absolute)
     return extras
