@@ -49,7 +49,6 @@ def _reject_constant(name: str) -> float:
 # larger than any report or baseline this tool writes (a large run's report is a few MB)
 MAX_JSON_BYTES = 256 * 2**20
 
-
 # The smallest time a baseline holds: files store milliseconds to the nanosecond (_round_ms),
 # so a smaller positive statistic is emitted as this (the schema's minimum of value_ms).
 MIN_BASELINE_MS = 1e-6

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from apex_core.errors import UsageError
 from apex_core.history.errors import HistoryError
@@ -40,20 +40,16 @@ def series_query(store: HistoryStore, metric: str, filters: dict[str, str | None
                  environment_id: str | None, limit: int | None) -> tuple[SeriesPoint, ...]:
     """See ``HistoryStore.series``; ``limit`` keeps each cell's last points."""
     column = metric_column(metric)
-    where = ["c.status = 'ok'", f"c.{column} IS NOT NULL"]
-    params: list[Any] = []
-    for name, value in filters.items():
-        if value is not None:
-            where.append(f"c.{name} = ?")  # names come from HistoryStore.series, never from the user
-            params.append(value)
-    if environment_id:
-        where.append("r.environment_id LIKE ? || '%'")
-        params.append(environment_id)
+    # the column names come from HistoryStore.series, never from the user
+    conditions = {**{f"c.{name} = ?": value for name, value in filters.items()},
+                  "r.environment_id LIKE ? || '%'": environment_id or None}
+    where = {condition: value for condition, value in conditions.items() if value is not None}
+    clauses = " AND ".join(["c.status = 'ok'", f"c.{column} IS NOT NULL", *where])
     found = store.execute(
         "cannot read the series",
         f"SELECT r.run_id, r.recorded_utc, r.git_commit, r.environment_id, c.workload, c.case_name, "
         f"c.backend, c.dtype, c.device, c.{column} FROM cells c JOIN runs r ON r.run_id = c.run_id "
-        f"WHERE {' AND '.join(where)} ORDER BY r.run_id, c.position", params)
+        f"WHERE {clauses} ORDER BY r.run_id, c.position", where.values())
     points = [SeriesPoint(run_id=r[0], recorded_utc=r[1], commit=r[2], environment_id=r[3], workload=r[4],
                           case=r[5], backend=r[6], dtype=r[7], device=r[8], value=float(r[9]))
               for r in found]

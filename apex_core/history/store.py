@@ -162,25 +162,15 @@ class HistoryStore:
              commit: str | None = None, limit: int | None = None,
              run_id: int | None = None) -> tuple[RunSummary, ...]:
         """Recorded runs, newest first, filtered by environment (key or id prefix), tag, commit prefix, id."""
-        where: list[str] = []
-        params: list[Any] = []
-        if run_id is not None:
-            where.append("r.run_id = ?")
-            params.append(int(run_id))
-        env = environment_filter(environment_key)
-        if env:
-            where.append("r.environment_id LIKE ? || '%'")
-            params.append(env)
-        if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.run_id AND t.tag = ?)")
-            params.append(tag)
-        if commit:
-            where.append("lower(r.git_commit) LIKE ? || '%'")
-            params.append(commit.strip().lower())
+        conditions = {"r.run_id = ?": None if run_id is None else int(run_id),
+                      "r.environment_id LIKE ? || '%'": environment_filter(environment_key) or None,
+                      "EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.run_id AND t.tag = ?)": tag,
+                      "lower(r.git_commit) LIKE ? || '%'": commit.strip().lower() if commit else None}
+        where = {condition: value for condition, value in conditions.items() if value is not None}
         sql = _SUMMARY_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.run_id DESC"
         if limit is not None:
             sql += f" LIMIT {max(int(limit), 0)}"
-        return tuple(_summary(r) for r in self.execute("cannot list the runs", sql, params))
+        return tuple(_summary(r) for r in self.execute("cannot list the runs", sql, where.values()))
 
     def run(self, run_id: int) -> StoredRun:
         """One run with its cells and its whole report; HistoryError when no run has that id."""
