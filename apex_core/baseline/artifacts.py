@@ -14,8 +14,8 @@ RULE = ("fail when the metric's gate_rule finds it slower with confidence by mor
         "(1 + max_regression_ratio) + max_regression_abs_ms (the hard cap)")
 
 
-def check_record(check: Check) -> dict[str, Any]:
-    """One entry of the summary's ``checks``."""
+def _trend_entry(check: Check) -> dict[str, Any]:
+    """One entry of the trend's ``metrics``: the fixed rule's numbers."""
     return {
         "metric": check.metric,
         "status": check.status,
@@ -23,6 +23,13 @@ def check_record(check: Check) -> dict[str, Any]:
         "allowed_max_ms": check.allowed_max_ms,
         "current_ms": check.current_ms,
         "regression_ratio": check.regression_ratio,
+    }
+
+
+def check_record(check: Check) -> dict[str, Any]:
+    """One entry of the summary's ``checks``: the trend's entry, the verdict and why."""
+    return {
+        **_trend_entry(check),
         "verdict": check.verdict.label,
         "verdict_ratio": check.verdict.ratio,
         "ci_low": check.verdict.ci_low,
@@ -61,17 +68,7 @@ def trend_record(summary: CompareSummary) -> dict[str, Any]:
         "overall_status": summary.status,
         "total_metrics": len(summary.checks),
         "failed_metrics": len(summary.failed_checks),
-        "metrics": [
-            {
-                "metric": c.metric,
-                "status": c.status,
-                "baseline_ms": c.baseline_ms,
-                "allowed_max_ms": c.allowed_max_ms,
-                "current_ms": c.current_ms,
-                "regression_ratio": c.regression_ratio,
-            }
-            for c in summary.checks
-        ],
+        "metrics": [_trend_entry(c) for c in summary.checks],
     }
 
 

@@ -54,14 +54,6 @@ REFUSED_ON_CPU = ("cpu_count",)
 NOTED_FIELDS = ("torch", "triton", "tensorrt", "driver")
 
 
-def _refused_fields(device: Any) -> tuple[str, ...]:
-    return REFUSED_FIELDS + (REFUSED_ON_CUDA if device == "cuda" else REFUSED_ON_CPU)
-
-
-def _noted_fields(device: Any) -> tuple[str, ...]:
-    return NOTED_FIELDS + (() if device == "cuda" else REFUSED_ON_CUDA)
-
-
 def _normalized(value: Any) -> Any:
     return sorted(value) if isinstance(value, list) else value
 
@@ -77,7 +69,8 @@ def _differences(baseline_key: Mapping[str, Any], current_key: Mapping[str, Any]
 def refused_differences(baseline_key: Mapping[str, Any], current_key: Mapping[str, Any],
                         skip: tuple[str, ...] = ()) -> list[str]:
     """The differences that make two environments' numbers incomparable."""
-    fields = tuple(f for f in _refused_fields(baseline_key.get("device")) if f not in skip)
+    on_device = REFUSED_ON_CUDA if baseline_key.get("device") == "cuda" else REFUSED_ON_CPU
+    fields = tuple(f for f in REFUSED_FIELDS + on_device if f not in skip)
     return _differences(baseline_key, current_key, fields)
 
 
@@ -86,8 +79,8 @@ def check_environment(baseline: Baseline, baseline_path: Path | str, current_key
                       skip: tuple[str, ...] = ()) -> tuple[tuple[str, ...], bool]:
     """Refuse a comparison across environments; returns (differences, whether force overrode one)."""
     refused = refused_differences(baseline.environment_key, current_key, skip)
-    noted = _differences(baseline.environment_key, current_key,
-                         _noted_fields(baseline.environment_key.get("device")))
+    on_cpu = () if baseline.environment_key.get("device") == "cuda" else REFUSED_ON_CUDA
+    noted = _differences(baseline.environment_key, current_key, NOTED_FIELDS + on_cpu)
     if refused and not force:
         first = refused[0].split(":", 1)[0]
         raise EnvironmentMismatchError(
@@ -197,8 +190,7 @@ def compare(baseline: Baseline, baseline_path: Path | str,
                        for kind in (n.rsplit("/", 1)[-1] for n in baseline.extra_metrics)}
         checks += tuple(check_extra(name, limit, extra_cells.get(name))
                         for name, limit in baseline.extra_metrics.items())
-    failing = [c for c in checks if c.status == FAIL or (c.status == MISSING and not allow_missing)]
-    return CompareSummary(suite=baseline.suite, status=FAIL if failing else PASS, forced=forced,
+    return CompareSummary(suite=baseline.suite, forced=forced,
                           allow_missing=allow_missing, checks=checks,
                           environment_differences=tuple(differences), baseline_path=str(baseline_path),
                           current_paths=tuple(r.path for r in reports),

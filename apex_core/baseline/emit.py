@@ -18,7 +18,7 @@ from typing import Any
 
 from apex_core.baseline.compare import refused_differences
 from apex_core.baseline.errors import InputFileError
-from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
+from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.baseline.verdict import metric_seed
@@ -134,12 +134,6 @@ def _check_alike(reports: Sequence[LoadedReport]) -> None:
                                  f"differs from {first.path} ({'; '.join(refused)})")
 
 
-def _median_cell(stat: str, cells: list[ReportCell]) -> tuple[float, ReportCell]:
-    """The median of the statistic over the runs, and the run closest to it (for its samples)."""
-    value = statistics.median(c.stats_ms[stat] for c in cells)
-    return value, min(cells, key=lambda c: abs(c.stats_ms[stat] - value))
-
-
 def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, float]],
              abs_ms: float, min_effects: Mapping[str, float]) -> dict[str, MetricLimit]:
     runs: dict[tuple[str, str], list[ReportCell]] = {}
@@ -150,8 +144,10 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
                     runs.setdefault((cell.metric(stat), stat), []).append(cell)
     metrics = {}
     for (name, stat), cells in runs.items():
-        _check_agreement(reports, name, [c.stats_ms[stat] for c in cells])
-        value, typical = _median_cell(stat, cells)
+        values = [c.stats_ms[stat] for c in cells]
+        _check_agreement(reports, name, values)
+        value = statistics.median(values)
+        typical = min(cells, key=lambda c: abs(c.stats_ms[stat] - value))  # the run whose samples are kept
         ratio, end_to_end = ratios[stat]
         # A cell's samples are stored once, on its first metric; its other metrics read them there.
         first = stat == next(iter(ratios))
@@ -162,7 +158,7 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
             max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS else ratio,
             max_regression_abs_ms=abs_ms,
             samples_ms=stored_samples(name, typical.samples_ms) if first else (),
-            rule=gate_rule(stat, [c.stats_ms[stat] for c in cells], min_effects))
+            rule=gate_rule(stat, values, min_effects))
     return metrics
 
 
@@ -188,7 +184,7 @@ def _extra_metrics(reports: Sequence[LoadedReport], kinds: Sequence[str]) -> dic
                     values.setdefault(cell.metric(kind), []).append(cell.extras[kind])
     extras = {}
     for name, series in values.items():
-        metric = EXTRA_METRICS[name.rsplit("/", 1)[-1]]
+        metric = metric_kind(name)
         extras[name] = ExtraLimit(value=statistics.median(series), better=metric.better,
                                   max_change_ratio=metric.ratio, max_change_abs=metric.absolute)
     return extras

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import attrs
 import jsonschema
 
 from apex_core.baseline.errors import InputFileError
@@ -41,18 +42,12 @@ def baseline_schema() -> dict[str, Any]:
     return _shipped_schema("baseline.schema.json")
 
 
-def report_fields_schema() -> dict[str, Any]:
-    """The part of the report schema the gate reads; other fields may come and go."""
-    return _shipped_schema("report_fields.schema.json")
-
-
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
 # larger than any report or baseline this tool writes (a large run's report is a few MB)
 MAX_JSON_BYTES = 256 * 2**20
-
 
 # The smallest time a baseline holds: files store milliseconds to the nanosecond (_round_ms),
 # so a smaller positive statistic is emitted as this (the schema's minimum of value_ms).
@@ -95,9 +90,8 @@ def open_regular_file(path: Path | str) -> BinaryIO:
 def read_regular_file(path: Path | str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; ``InputFileError`` for anything else.
 
-    A FIFO would block the read and /dev/zero never ends: the file is opened without blocking
-    and checked on the open descriptor, so the file checked is the file read, and no more than
-    ``max_bytes`` (plus one, to see a file that grew) is ever read.
+    A FIFO would block the read (``open_regular_file`` does not wait on one) and /dev/zero never
+    ends: no more than ``max_bytes`` (plus one, to see a file that grew) is ever read.
     """
     try:
         with open_regular_file(path) as handle:
@@ -148,41 +142,37 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
+# problems that read the same for any value: formatted with the schema's value, the value and its short form
+_PROBLEMS = {"exclusiveMinimum": "must be > {expected}, got {value}",
+             "minimum": "must be >= {expected}, got {value}", "maximum": "must be <= {expected:g}, got {value}",
+             "const": "must be {expected!r}, got {short}", "minProperties": "is empty"}
 
 
 def _describe(error: Any) -> tuple[str, str]:
     """Turn a jsonschema error into (field, problem) a person can act on."""
     path, kind, expected, value = list(error.absolute_path), error.validator, error.validator_value, \
         error.instance
+    field = _dotted(path)
     if kind == "required":
         missing = next((name for name in expected if name not in value), "?")
         return _dotted([*path, missing]), "missing"
     if kind == "type":
         wanted = " or ".join(expected) if isinstance(expected, list) else expected
-        return _dotted(path), f"expected {wanted}, got {_json_type(value)} {_short(value)}"
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        return field, f"expected {wanted}, got {got} {_short(value)}"
     if kind in ("minimum", "exclusiveMinimum") and isinstance(value, (int, float)) and value < 0:
-        return _dotted(path), f"is negative ({value}); must be >= 0"
-    if kind == "exclusiveMinimum":
-        return _dotted(path), f"must be > {expected}, got {value}"
-    if kind == "minimum":
-        return _dotted(path), f"must be >= {expected}, got {value}"
-    if kind == "maximum":
-        return _dotted(path), f"must be <= {expected:g}, got {value}"
-    if kind == "const":
-        return _dotted(path), f"must be {expected!r}, got {_short(value)}"
+        return field, f"is negative ({value}); must be >= 0"
+    if kind in _PROBLEMS:
+        return field, _PROBLEMS[kind].format(expected=expected, value=value, short=_short(value))
     if kind == "enum":
-        return _dotted(path), f"must be one of {', '.join(map(repr, expected))}, got {_short(value)}"
-    if kind == "minProperties":
-        return _dotted(path), "is empty"
+        return field, f"must be one of {', '.join(map(repr, expected))}, got {_short(value)}"
     if kind == "additionalProperties":
         extra = sorted(set(value) - set(error.schema.get("properties", {})))
-        return _dotted(path), f"unknown field(s) {', '.join(extra)}"
+        return field, f"unknown field(s) {', '.join(extra)}"
     if kind == "pattern" and error.relative_schema_path and "propertyNames" in error.relative_schema_path:
-        return _dotted(path), (f"metric name {_short(value)} is not workload/case/backend/dtype/STAT "
-                               f"(STAT one of {', '.join(QUANTILE_STATS)})")
-    return _dotted(path), error.message[:200]
+        return field, (f"metric name {_short(value)} is not workload/case/backend/dtype/STAT "
+                       f"(STAT one of {', '.join(QUANTILE_STATS)})")
+    return field, error.message[:200]
 
 
 def validate_against(path: Path | str, record: Any, schema: Mapping[str, Any]) -> None:
@@ -252,7 +242,7 @@ def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
 def load_report(path: Path | str) -> LoadedReport:
     """Read a JSON report, validate the fields the gate reads, and refuse an empty one."""
     record = read_json(path)
-    validate_against(path, record, report_fields_schema())
+    validate_against(path, record, _shipped_schema("report_fields.schema.json"))  # other fields may come and go
     if not record["benchmarks"]:
         raise InputFileError(path, "benchmarks", "is empty: the report holds no cells to compare")
     cells = tuple(_report_cell(c) for c in record["benchmarks"])
@@ -302,10 +292,7 @@ def baseline_record(baseline: Baseline) -> dict[str, Any]:
         record["source_report"] = dict(baseline.source_report)
     record["metrics"] = metrics
     if baseline.extra_metrics:
-        record["extra_metrics"] = {
-            name: {"value": limit.value, "better": limit.better, "max_change_ratio": limit.max_change_ratio,
-                   "max_change_abs": limit.max_change_abs}
-            for name, limit in baseline.extra_metrics.items()}
+        record["extra_metrics"] = {name: attrs.asdict(limit) for name, limit in baseline.extra_metrics.items()}
     return record
 
 

@@ -11,7 +11,6 @@ from apex_core.baseline.extra_metrics import ExtraLimit
 
 # 2 added the statistical rule per metric (``gate_rule``); files of version 1 load with the cap only
 BASELINE_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # Metric name suffix -> the percentile it names (the minimum is the 0th); the statistics the gate knows.
 QUANTILE_STATS: Mapping[str, float] = {"min_ms": 0.0, "p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0,
@@ -49,10 +48,6 @@ class GateRule:
     def threshold(self) -> float:
         """The ratio the interval's lower bound must exceed for the metric to fail."""
         return 1.0 + self.min_effect
-
-    def describe(self) -> str:
-        """``slower by > 5 % at 95 %``: the rule in a few words, for summaries."""
-        return f"slower by > {self.min_effect:.1%} at {self.confidence:.0%}"
 
 
 @attrs.frozen(kw_only=True)
@@ -168,17 +163,12 @@ class Check:
     unit: str = "ms"
     better: str = "lower"
 
-    @property
-    def failed(self) -> bool:
-        return self.status != PASS
-
 
 @attrs.frozen(kw_only=True)
 class CompareSummary:
     """The outcome of one comparison: every check and whether the gate passed."""
 
     suite: str
-    status: str  # pass or fail
     forced: bool
     allow_missing: bool
     checks: tuple[Check, ...]
@@ -192,3 +182,8 @@ class CompareSummary:
         """Checks that make the gate fail (missing ones only unless allowed)."""
         return tuple(c for c in self.checks
                      if c.status == FAIL or (c.status == MISSING and not self.allow_missing))
+
+    @property
+    def status(self) -> str:
+        """The gate's outcome: fail when any check makes it fail."""
+        return FAIL if self.failed_checks else PASS

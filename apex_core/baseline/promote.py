@@ -81,14 +81,14 @@ def disagreements(runs: Sequence[LoadedReport], stats: Sequence[str],
     found = [Disagreement(metric=name, spread=None, allowed=allowed[metric_stat(name)], detail=why)
              for name, why in failures.items()]
     for name, series in values.items():
+        allowance = allowed[metric_stat(name)]
         if name in failures:
             continue
-        spread = run_spread(series) if len(series) == len(runs) else None
         if len(series) != len(runs):
-            found.append(Disagreement(metric=name, spread=None, allowed=allowed[metric_stat(name)],
+            found.append(Disagreement(metric=name, spread=None, allowed=allowance,
                                       detail=f"in {len(series)} of {plural(len(runs), 'run')}"))
-        elif spread is not None and spread > allowed[metric_stat(name)]:
-            found.append(Disagreement(metric=name, spread=spread, allowed=allowed[metric_stat(name)],
+        elif (spread := run_spread(series)) is not None and spread > allowance:
+            found.append(Disagreement(metric=name, spread=spread, allowed=allowance,
                                       detail=f"{min(series):.4g}-{max(series):.4g} ms"))
     return sorted(found, key=lambda d: d.metric)
 

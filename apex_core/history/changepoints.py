@@ -59,12 +59,9 @@ def _l1_cost(values: Sequence[float]) -> float:
 
 
 def _best_split(values: Sequence[float], min_segment: int) -> int | None:
-    best, best_cost = None, math.inf
-    for k in range(min_segment, len(values) - min_segment + 1):
-        cost = _l1_cost(values[:k]) + _l1_cost(values[k:])
-        if cost < best_cost:
-            best, best_cost = k, cost
-    return best
+    """Where the cost of the two sides is least (the first such index)."""
+    return min(range(min_segment, len(values) - min_segment + 1), default=None,
+               key=lambda k: _l1_cost(values[:k]) + _l1_cost(values[k:]))
 
 
 def _noise_sigma(values: Sequence[float]) -> float:

@@ -1,26 +1,24 @@
-"""The history's read queries beyond listing: a metric's series and the leaderboard's cell times."""
+"""The history's read queries beyond listing: a metric's series, the leaderboard's cell times, and
+``latest | RUN-ID | TAG | COMMIT`` turned into runs (or what was meant when nothing matches).
+
+``HistoryStore`` calls these with itself; they read it through its public methods.
+"""
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections import defaultdict
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from apex_core.errors import UsageError
 from apex_core.history.errors import HistoryError
 from apex_core.history.leaderboard import build_leaderboard
-from apex_core.history.model import Leaderboard, SeriesPoint
+from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint
 from apex_core.history.rows import METRIC_COLUMNS
 
-
-class HistoryStore(Protocol):
-    """What the queries read of apex_core.history.store.HistoryStore, which calls them."""
-
-    path: Path
-
-    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]: ...
+if TYPE_CHECKING:
+    from apex_core.history.store import HistoryStore
 
 METRIC_ALIASES = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "min": "min_ms",
                   "mean": "mean_ms", "throughput": "units_per_s", "memory": "peak_memory_mb",
@@ -42,20 +40,16 @@ def series_query(store: HistoryStore, metric: str, filters: dict[str, str | None
                  environment_id: str | None, limit: int | None) -> tuple[SeriesPoint, ...]:
     """See ``HistoryStore.series``; ``limit`` keeps each cell's last points."""
     column = metric_column(metric)
-    where = ["c.status = 'ok'", f"c.{column} IS NOT NULL"]
-    params: list[Any] = []
-    for name, value in filters.items():
-        if value is not None:
-            where.append(f"c.{name} = ?")  # names come from HistoryStore.series, never from the user
-            params.append(value)
-    if environment_id:
-        where.append("r.environment_id LIKE ? || '%'")
-        params.append(environment_id)
+    # the column names come from HistoryStore.series, never from the user
+    conditions = {**{f"c.{name} = ?": value for name, value in filters.items()},
+                  "r.environment_id LIKE ? || '%'": environment_id or None}
+    where = {condition: value for condition, value in conditions.items() if value is not None}
+    clauses = " AND ".join(["c.status = 'ok'", f"c.{column} IS NOT NULL", *where])
     found = store.execute(
         "cannot read the series",
         f"SELECT r.run_id, r.recorded_utc, r.git_commit, r.environment_id, c.workload, c.case_name, "
         f"c.backend, c.dtype, c.device, c.{column} FROM cells c JOIN runs r ON r.run_id = c.run_id "
-        f"WHERE {' AND '.join(where)} ORDER BY r.run_id, c.position", params)
+        f"WHERE {clauses} ORDER BY r.run_id, c.position", where.values())
     points = [SeriesPoint(run_id=r[0], recorded_utc=r[1], commit=r[2], environment_id=r[3], workload=r[4],
                           case=r[5], backend=r[6], dtype=r[7], device=r[8], value=float(r[9]))
               for r in found]
@@ -109,3 +103,64 @@ def leaderboard_query(store: HistoryStore, environment_id: str | None, workload:
         raise HistoryError(store.path, f"no ok cell of workload {workload!r} in environment {environment} "
                                        f"(it has {', '.join(known) or 'none'})")
     return build_leaderboard(environment, ((r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in found), last)
+
+
+_COMMIT_PREFIX = re.compile(r"[0-9a-fA-F]{4,40}")
+_SHOWN = 5  # suggestions in an error message
+
+
+def _nearest_commits(spec: str, commits: tuple[str, ...]) -> list[str]:
+    """Commits (12 digits) whose first ``len(spec)`` digits look like ``spec``; else the newest."""
+    short = tuple(dict.fromkeys(c[:12] for c in commits))
+    by_prefix: dict[str, str] = {}
+    for commit in short:
+        by_prefix.setdefault(commit[:max(len(spec), 4)], commit)
+    near = difflib.get_close_matches(spec.lower(), list(by_prefix), n=_SHOWN, cutoff=0.5)
+    return [by_prefix[n] for n in near] or list(short[:_SHOWN])
+
+
+def _nothing_matches(store: HistoryStore, spec: str, environment_id: str | None) -> HistoryError:
+    tags = store.tags()
+    near_tags = difflib.get_close_matches(spec, tags, n=_SHOWN, cutoff=0.5) or list(tags[:_SHOWN])
+    near_commits = _nearest_commits(spec, store.commits())
+    where = f" in environment {environment_id}" if environment_id else ""
+    newest = store.runs(limit=1)
+    ids = f"run ids 1 to {newest[0].run_id}" if newest else "no runs yet"
+    return HistoryError(store.path, f"{spec!r} names no run, tag or commit{where} ({ids}; "
+                                    f"nearest tags: {', '.join(near_tags) or '(none)'}; "
+                                    f"nearest commits: {', '.join(near_commits) or '(none)'})")
+
+
+def _by_commit(store: HistoryStore, prefix: str, environment_id: str | None) -> tuple[RunSummary, ...]:
+    found = store.runs(environment_key=environment_id, commit=prefix)
+    commits = tuple(dict.fromkeys(r.commit for r in found if r.commit))
+    if len(commits) > 1:
+        shown = ", ".join(c[:12] for c in commits[:_SHOWN])
+        raise HistoryError(store.path, f"commit prefix {prefix!r} is ambiguous: it matches {shown}"
+                                       f"{' ...' if len(commits) > _SHOWN else ''}; give more digits")
+    return found
+
+
+def resolve_spec(store: HistoryStore, spec: str, environment_id: str | None) -> tuple[RunSummary, ...]:
+    """See ``HistoryStore.resolve``."""
+    text = spec.strip()
+    if not text:
+        raise HistoryError(store.path, "an empty name names no run (use latest, a run id, a tag or a commit)")
+    if text == "latest":
+        found = store.runs(environment_key=environment_id, limit=1)
+        if not found:
+            where = f" in environment {environment_id}" if environment_id else ""
+            raise HistoryError(store.path, f"'latest': the history holds no runs{where}")
+        return found
+    if text.isdigit() and not text.startswith("0"):  # a run id; "0123" can only be a commit prefix
+        found = store.runs(run_id=int(text))
+        if found:
+            return found
+    found = store.runs(environment_key=environment_id, tag=text)
+    if found:
+        return found
+    if _COMMIT_PREFIX.fullmatch(text):
+        found = _by_commit(store, text, environment_id)
+        if found:
+            return found
+    raise _nothing_matches(store, text, environment_id)

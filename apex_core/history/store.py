@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from apex_core.history import rows
 from apex_core.history.connection import (
     DEFAULT_TIMEOUT_S,
@@ -26,8 +28,7 @@ from apex_core.history.connection import (
 from apex_core.history.errors import HistoryError
 from apex_core.history.model import CellMetrics, Leaderboard, RunSummary, SeriesPoint, StoredRun
 from apex_core.history.paths import HISTORY_ENV_VAR, default_history_path
-from apex_core.history.queries import leaderboard_query, series_query
-from apex_core.history.resolve import resolve_spec
+from apex_core.history.queries import leaderboard_query, resolve_spec, series_query
 from apex_core.history.schema import migrate
 
 EnvironmentRef = Mapping[str, Any] | str | None
@@ -51,9 +52,8 @@ def _summary(row: tuple[Any, ...]) -> RunSummary:
 
 
 def _cell(row: tuple[Any, ...]) -> CellMetrics:
-    names = ("workload", "case", "backend", "dtype", "device", "status", "reason", "timing_method",
-             "units", *rows.METRIC_COLUMNS)
-    return CellMetrics(**dict(zip(names, row, strict=True)))
+    """A row of ``rows.CELL_COLUMNS`` after the position; CellMetrics' fields are in that order."""
+    return CellMetrics(**dict(zip(attrs.fields_dict(CellMetrics), row, strict=True)))
 
 
 def environment_filter(ref: EnvironmentRef) -> str | None:
@@ -126,7 +126,8 @@ class HistoryStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _query(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read-only SQL statement (here and for the queries); sqlite errors become HistoryError."""
         with translated(self.path, action, self.timeout_s):
             return self._conn.execute(sql, tuple(params)).fetchall()
 
@@ -161,41 +162,27 @@ class HistoryStore:
              commit: str | None = None, limit: int | None = None,
              run_id: int | None = None) -> tuple[RunSummary, ...]:
         """Recorded runs, newest first, filtered by environment (key or id prefix), tag, commit prefix, id."""
-        where: list[str] = []
-        params: list[Any] = []
-        if run_id is not None:
-            where.append("r.run_id = ?")
-            params.append(int(run_id))
-        env = environment_filter(environment_key)
-        if env:
-            where.append("r.environment_id LIKE ? || '%'")
-            params.append(env)
-        if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.run_id AND t.tag = ?)")
-            params.append(tag)
-        if commit:
-            where.append("lower(r.git_commit) LIKE ? || '%'")
-            params.append(commit.strip().lower())
+        conditions = {"r.run_id = ?": None if run_id is None else int(run_id),
+                      "r.environment_id LIKE ? || '%'": environment_filter(environment_key) or None,
+                      "EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.run_id AND t.tag = ?)": tag,
+                      "lower(r.git_commit) LIKE ? || '%'": commit.strip().lower() if commit else None}
+        where = {condition: value for condition, value in conditions.items() if value is not None}
         sql = _SUMMARY_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.run_id DESC"
         if limit is not None:
             sql += f" LIMIT {max(int(limit), 0)}"
-        return tuple(_summary(r) for r in self._query("cannot list the runs", sql, params))
+        return tuple(_summary(r) for r in self.execute("cannot list the runs", sql, where.values()))
 
     def run(self, run_id: int) -> StoredRun:
         """One run with its cells and its whole report; HistoryError when no run has that id."""
-        found = self._query("cannot read the run", _SUMMARY_SQL + " WHERE r.run_id = ?", (int(run_id),))
+        found = self.execute("cannot read the run", _SUMMARY_SQL + " WHERE r.run_id = ?", (int(run_id),))
         if not found:
-            last = self._query("cannot read the run", "SELECT max(run_id) FROM runs")[0][0]
+            last = self.execute("cannot read the run", "SELECT max(run_id) FROM runs")[0][0]
             newest = f"the newest run id is {last}" if last else "no runs yet"
             raise HistoryError(self.path, f"no run {run_id} ({newest})")
-        names = ("workload", "case_name", "backend", "dtype", "device", "status", "reason", "timing_method",
-                 "units", *rows.METRIC_COLUMNS)
-        cells = self._query("cannot read the run's cells",
-                            f"SELECT {', '.join(names)} FROM cells WHERE run_id = ? ORDER BY position",
-                            (int(run_id),))
-        encoding, blob = self._query("cannot read the run's report",
-                                     "SELECT report_encoding, report FROM runs WHERE run_id = ?",
-                                     (int(run_id),))[0]
+        cells = self.execute("cannot read the run's cells", f"SELECT {', '.join(rows.CELL_COLUMNS[1:])} FROM "
+                             "cells WHERE run_id = ? ORDER BY position", (int(run_id),))
+        encoding, blob = self.execute("cannot read the run's report", "SELECT report_encoding, report FROM "
+                                      "runs WHERE run_id = ?", (int(run_id),))[0]
         try:
             report = rows.decode_report(encoding, blob)
         except (zlib.error, ValueError, TypeError) as exc:  # JSON and UTF-8 errors are ValueErrors
@@ -204,14 +191,14 @@ class HistoryStore:
 
     def tags(self) -> tuple[str, ...]:
         """Every tag in the history, each once, newest use first."""
-        found = self._query("cannot list the tags",
-                            "SELECT tag FROM tags GROUP BY tag ORDER BY max(run_id) DESC")
+        found = self.execute("cannot list the tags",
+                             "SELECT tag FROM tags GROUP BY tag ORDER BY max(run_id) DESC")
         return tuple(r[0] for r in found)
 
     def commits(self) -> tuple[str, ...]:
         """Every recorded commit, each once, newest run first."""
-        found = self._query("cannot list the commits", "SELECT git_commit FROM runs WHERE git_commit "
-                            "IS NOT NULL GROUP BY git_commit ORDER BY max(run_id) DESC")
+        found = self.execute("cannot list the commits", "SELECT git_commit FROM runs WHERE git_commit "
+                             "IS NOT NULL GROUP BY git_commit ORDER BY max(run_id) DESC")
         return tuple(r[0] for r in found)
 
     def resolve(self, spec: str, environment_key: EnvironmentRef = None) -> tuple[RunSummary, ...]:
@@ -237,14 +224,7 @@ class HistoryStore:
 
     def leaderboard(self, environment_key: EnvironmentRef, workload: str | None = None,
                     last: int = 5) -> Leaderboard:
-        """Backends ranked by p50 per workload, case and dtype in one environment, and overall.
-
-        A backend's p50 in a group is the median of the p50s of its ``last`` most recent ok cells
-        there; the overall rank is the geometric mean of p50 / the group's fastest p50 over the
-        groups where at least two backends ran (see docs/history.md).
-        """
+        """Backends ranked by p50 per workload, case and dtype in one environment, and overall, from
+        each backend's ``last`` most recent ok cells per group (how: ``leaderboard.py``, docs/history.md)."""
         return leaderboard_query(self, environment_filter(environment_key), workload, last)
 
-    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run one read-only SQL statement (for the query modules); sqlite errors become HistoryError."""
-        return self._query(action, sql, params)

@@ -84,13 +84,9 @@ def trend(column: str, points: Sequence[SeriesPoint], changes: Sequence[ChangePo
     body = [(str(p.run_id), p.recorded_utc, _commit(p.commit), f"{p.value:.4g}",
              "<- change" if i in starts else "") for i, p in enumerate(points)]
     heading = column if column.endswith("_ms") or not unit else f"{column} ({unit})"
-    lines += _table(("run", "recorded (UTC)", "commit", heading, ""),
-                    body, indent="  ")
-    if changes:
-        lines += [_change_text(c, points, unit) for c in changes]
-    else:
-        lines.append(f"  no change point ({method})")
-    return lines
+    lines += _table(("run", "recorded (UTC)", "commit", heading, ""), body, indent="  ")
+    return lines + ([_change_text(c, points, unit) for c in changes] if changes else
+                    [f"  no change point ({method})"])
 
 
 def leaderboard(board: Leaderboard, key: Mapping[str, Any]) -> list[str]:
