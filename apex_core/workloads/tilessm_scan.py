@@ -142,7 +142,6 @@ class TileSSMScan(Workload):
     params_type = TileSSMScanParams
     case_names = DIRECTIONS
     profiles = suite_profiles(TileSSMScanParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:TILESSM_SCAN",
         "jax": "adapters.jax_workloads.tilessm_scan:build",
