@@ -100,13 +100,10 @@ class TileParams:
                 raise ValueError(f"{side} {value} is not divisible by tile_size {self.tile_size}")
 
 
-def check_fraction(name: str, value: float, *, high_open: bool = True) -> None:
-    """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (or [0, 1])."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0.0
-    ok = ok and (value < 1.0 if high_open else value <= 1.0)
-    if not ok:
-        bound = "[0, 1)" if high_open else "[0, 1]"
-        raise ValueError(f"{name} {value!r} is not in {bound}")
+def check_fraction(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (NaN is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} {value!r} is not in [0, 1)")
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> None:
