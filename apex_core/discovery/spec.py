@@ -226,9 +226,8 @@ def _profiles(value: Any, params: Mapping[str, Any], fail: Any) -> dict[str, dic
         for key, number in _mapping(values, where, fail).items():
             if key not in params:
                 raise fail(f"{where}.{key}", f"is not a parameter; parameters: {', '.join(params) or 'none'}")
-            if type(number) is not type(params[key]) and not (isinstance(params[key], float) and
-                                                               isinstance(number, int) and
-                                                               not isinstance(number, bool)):
+            int_for_float = isinstance(params[key], float) and type(number) is int
+            if type(number) is not type(params[key]) and not int_for_float:
                 raise fail(f"{where}.{key}", f"must be a {type(params[key]).__name__} like the parameter, "
                            f"got {number!r}")
             profiles[str(profile)][key] = number

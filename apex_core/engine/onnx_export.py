@@ -101,31 +101,16 @@ def recipe_of(workload: Workload, case: Case, dtype_name: str) -> tuple[ExportRe
     return recipe, ""
 
 
-def exportable(workload: Workload, case: Case) -> tuple[bool, str]:
-    """Whether ``export_workload`` can export this case (in fp32), and if not, why."""
-    return exportable_in(workload, case, "fp32")
-
-
-def exportable_in(workload: Workload, case: Case, dtype_name: str) -> tuple[bool, str]:
+def exportable_in(workload: Workload, case: Case, dtype_name: str = "fp32") -> tuple[bool, str]:
     """Whether the workload exports this case in ``dtype_name`` (some fail in bf16), and if not, why."""
     recipe, reason = recipe_of(workload, case, dtype_name)
     return recipe is not None, reason
 
 
+exportable = exportable_in  # ``exportable(workload, case)``: in fp32
+
+
 # --- export -----------------------------------------------------------------------------
-
-
-def _reference_module(workload: Workload, case: Case, names: list[str]) -> torch.nn.Module:
-    """The workload's reference as a module with positional inputs and a tuple of outputs."""
-    class ReferenceModule(torch.nn.Module):
-        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            return tuple(workload.reference(case, dict(zip(names, args, strict=True))).values())
-
-    return ReferenceModule()
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return dtype_name_of(dtype)
 
 
 def export_workload(
@@ -138,7 +123,6 @@ def export_workload(
     if recipe is None:
         raise UsageError(f"{case.id}: {reason}")
     inputs = workload.make_inputs(case, device, DTYPES[dtype_name], EXPORT_SEED)
-    names = list(inputs)
     with torch.no_grad():
         outputs = workload.reference(case, inputs)
     axes: DynamicAxes = {name: dict(dims) for name, dims in recipe.dynamic_axes.items()}
@@ -153,12 +137,12 @@ def export_workload(
         case=case.name,
         dtype=dtype_name,
         params=case.params_dict(),
-        input_names=tuple(names),
+        input_names=tuple(inputs),
         input_shapes=tuple(tuple(t.shape) for t in inputs.values()),
-        input_dtypes=tuple(_dtype_name(t.dtype) for t in inputs.values()),
+        input_dtypes=tuple(dtype_name_of(t.dtype) for t in inputs.values()),
         output_names=tuple(outputs),
         output_shapes=tuple(tuple(t.shape) for t in outputs.values()),
-        output_dtypes=tuple(_dtype_name(t.dtype) for t in outputs.values()),
+        output_dtypes=tuple(dtype_name_of(t.dtype) for t in outputs.values()),
         dynamic_axes={name: dict(a) for name, a in axes.items()},
         unused_inputs=tuple(unused),
         sha256=hashlib.sha256(target.read_bytes()).hexdigest(),
@@ -169,12 +153,17 @@ def export_workload(
 
 def _trace(workload: Workload, case: Case, inputs: dict[str, torch.Tensor], output_names: list[str],
            raw: Path, axes: DynamicAxes) -> None:
-    module = _reference_module(workload, case, list(inputs))
+    names = list(inputs)
+
+    class ReferenceModule(torch.nn.Module):  # the reference, with positional inputs and a tuple of outputs
+        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return tuple(workload.reference(case, dict(zip(names, args, strict=True))).values())
+
     with warnings.catch_warnings(), torch.no_grad(), _native_stdout_discarded():
         # the legacy exporter warns that it is deprecated and about traced Python values
         warnings.simplefilter("ignore")
         try:
-            torch.onnx.export(module, tuple(inputs.values()), str(raw), input_names=list(inputs),
+            torch.onnx.export(ReferenceModule(), tuple(inputs.values()), str(raw), input_names=list(inputs),
                               output_names=output_names, dynamic_axes=axes, opset_version=OPSET,
                               do_constant_folding=True, dynamo=False)
         except Exception as exc:
@@ -209,7 +198,7 @@ def _finish(
     model = onnx.load(str(raw))
     fold_constant_ifs(model.graph)
     traced = {value.name for value in model.graph.input}
-    specs = {name: (_dtype_name(t.dtype), tuple(t.shape)) for name, t in inputs.items()}
+    specs = {name: (dtype_name_of(t.dtype), tuple(t.shape)) for name, t in inputs.items()}
     restore_unused_inputs(model.graph, specs, axes)
     try:
         onnx.checker.check_model(model, full_check=True)

@@ -37,6 +37,12 @@ _ORT_TYPES: dict[str, tuple[str, int]] = {
     "tensor(bfloat16)": ("bf16", 16),
 }
 ELEMENT_TYPES: dict[str, int] = dict(_ORT_TYPES.values())
+# TensorSpec dtype name -> torch attribute (a wider set than ONNX Runtime's: TensorRT has fp8)
+TORCH_DTYPES: dict[str, str] = {
+    "fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
+    "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+    "int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "int64": "int64", "bool": "bool",
+}
 
 INSTALL_HINT = "pip install onnxruntime, or onnxruntime-gpu for the CUDA execution provider"
 
@@ -51,12 +57,7 @@ class UnsupportedModelError(UsageError):
 
 def torch_dtype(dtype_name: str) -> torch.dtype:
     """The torch dtype of a TensorSpec dtype name (fp16, bf16, fp32, int32, ...)."""
-    table = {
-        "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64,
-        "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
-        "int64": torch.int64, "bool": torch.bool,
-    }
-    return table[dtype_name]
+    return getattr(torch, TORCH_DTYPES[dtype_name])
 
 
 def dtype_name_of(dtype: torch.dtype) -> str:
@@ -65,14 +66,6 @@ def dtype_name_of(dtype: torch.dtype) -> str:
         if torch_dtype(name) == dtype:
             return name
     return str(dtype).removeprefix("torch.")
-
-
-def import_onnxruntime() -> Any:
-    """Import onnxruntime or raise ``RuntimeUnavailableError`` with one line saying why."""
-    module, reason = try_import("onnxruntime", INSTALL_HINT)
-    if module is None:
-        raise RuntimeUnavailableError(reason)
-    return module
 
 
 def providers_for(device: str, available: list[str]) -> list[str]:
@@ -166,7 +159,11 @@ class OrtModel:
         self._run(binding, device)
         values = binding.get_outputs()
         shapes = {spec.name: tuple(value.shape()) for spec, value in zip(self.outputs, values, strict=True)}
-        outputs = self._bind_outputs(binding, shapes, device)
+        outputs = {spec.name: torch.empty(shapes[spec.name], dtype=torch_dtype(spec.dtype), device=device)
+                   for spec in self.outputs}
+        for spec in self.outputs:  # bound again, now to the tensors every run writes into
+            binding.bind_output(spec.name, device.type, device.index or 0, ELEMENT_TYPES[spec.dtype],
+                                list(shapes[spec.name]), outputs[spec.name].data_ptr())
         # the binding points at the feeds' memory: the closure keeps them (and the copies) alive
         held = (dict(feeds), staged)
 
@@ -194,16 +191,6 @@ class OrtModel:
             raise UsageError(f"inputs are on {names} but the model was loaded for {self.device}")
         return device
 
-    def _bind_outputs(self, binding: Any, shapes: dict[str, tuple[int, ...]],
-                      device: torch.device) -> dict[str, torch.Tensor]:
-        outputs = {}
-        for spec in self.outputs:
-            tensor = torch.empty(shapes[spec.name], dtype=torch_dtype(spec.dtype), device=device)
-            binding.bind_output(spec.name, device.type, device.index or 0, ELEMENT_TYPES[spec.dtype],
-                                list(tensor.shape), tensor.data_ptr())
-            outputs[spec.name] = tensor
-        return outputs
-
     def _run(self, binding: Any, device: torch.device) -> None:
         if device.type == "cuda":
             # ORT's CUDA provider runs on its own stream: the feeds written on torch's stream
@@ -217,7 +204,9 @@ def load_onnx_model(path: str | os.PathLike[str], device: str = "cpu") -> OrtMod
     model_path = Path(path)
     if not model_path.is_file():
         raise UsageError(f"ONNX model file not found: {model_path}")
-    ort = import_onnxruntime()
+    ort, reason = try_import("onnxruntime", INSTALL_HINT)
+    if ort is None:
+        raise RuntimeUnavailableError(reason)
     providers = providers_for(device, list(ort.get_available_providers()))
     options = ort.SessionOptions()
     options.log_severity_level = 4  # fatal only: failures come back as exceptions, not stderr noise

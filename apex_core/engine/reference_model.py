@@ -14,11 +14,12 @@ parameters, loading each reference once per process.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from apex_core.engine.ort_runtime import load_onnx_model, torch_dtype
+from apex_core.engine.ort_runtime import OrtModel, load_onnx_model, torch_dtype
 from apex_core.engine.runtime import EngineModel, require_file
 from apex_core.engine.shape_case import Shape, ShapeCase, resolve_case
 from apex_core.errors import UsageError
@@ -31,17 +32,14 @@ FLAG = "--reference-model"
 # others are compared exactly; fp64 and fp8 outputs are refused by the output-form check
 CHECKED_DTYPES = ("fp32", "fp16", "bf16", "int8", "uint8", "int16", "int32", "int64", "bool")
 
-_LOADED: dict[str, Any] = {}  # path -> OrtModel, per process
-
 
 def _names(specs: Sequence[Any]) -> str:
     return ", ".join(spec.name for spec in specs) or "none"
 
 
-def _load(path: str) -> Any:
-    if path not in _LOADED:
-        _LOADED[path] = load_onnx_model(path, device="cpu")
-    return _LOADED[path]
+@functools.cache  # one OrtModel per path and process
+def _load(path: str) -> OrtModel:
+    return load_onnx_model(path, device="cpu")
 
 
 def check_reference(path: str | Path, model: EngineModel, cases: Sequence[Mapping[str, Shape]],
@@ -59,12 +57,11 @@ def check_reference(path: str | Path, model: EngineModel, cases: Sequence[Mappin
         loaded = _load(str(reference))
     except UsageError as exc:
         raise UsageError(f"{where}: {exc}") from None
-    if {s.name for s in loaded.inputs} != {s.name for s in model.inputs}:
-        raise UsageError(f"{where}: its inputs ({_names(loaded.inputs)}) are not the model's "
-                         f"({_names(model.inputs)}); a reference takes the same named inputs")
-    if {s.name for s in loaded.outputs} != {s.name for s in model.outputs}:
-        raise UsageError(f"{where}: its outputs ({_names(loaded.outputs)}) are not the model's "
-                         f"({_names(model.outputs)}); a reference returns the same named outputs")
+    for kind, verb in (("inputs", "takes"), ("outputs", "returns")):
+        theirs, ours = getattr(loaded, kind), getattr(model, kind)
+        if {s.name for s in theirs} != {s.name for s in ours}:
+            raise UsageError(f"{where}: its {kind} ({_names(theirs)}) are not the model's ({_names(ours)}); "
+                             f"a reference {verb} the same named {kind}")
     for shapes in cases:
         # the reference must accept every case the model runs: its fixed dims, its ranks
         resolve_case(ShapeCase(tuple(shapes.items())), loaded.inputs, flag=where)

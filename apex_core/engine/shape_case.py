@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
+from apex_core.engine.tensor_spec import DYNAMIC, TensorSpec
 from apex_core.errors import UsageError
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9_.+\-]+")
@@ -136,14 +136,9 @@ def parse_shape_case(text: str) -> ShapeCase:
     return ShapeCase(tuple(entries), label)
 
 
-def describe_spec(spec: TensorSpec) -> str:
-    """``-1x3x-1x-1 fp32``: the shape an engine declares for one tensor, as errors print it."""
-    return f"{format_shape(spec.shape)} {spec.dtype}"
-
-
 def _inputs_text(inputs: Sequence[TensorSpec]) -> str:
     """The engine's inputs for an error line: those with open dimensions in full, fixed ones by name."""
-    open_ = [f"{s.name} ({describe_spec(s)})" for s in inputs if s.is_dynamic]
+    open_ = [f"{s.name} ({format_shape(s.shape)} {s.dtype})" for s in inputs if s.is_dynamic]
     fixed = [s.name for s in inputs if not s.is_dynamic]
     if not fixed:
         return ", ".join(open_) or "none"
@@ -172,13 +167,6 @@ def _check_fixed_dims(where: str, spec: TensorSpec, shape: Shape) -> None:
                              f"({format_shape(spec.shape)})")
 
 
-def _check_profile(where: str, spec: TensorSpec, shape: Shape, profile: ProfileRange) -> None:
-    if not profile.contains(shape):
-        raise UsageError(f"{where}: input {spec.name!r} shape {format_shape(shape)} is outside "
-                         f"the engine's optimization profile min {format_shape(profile.min)} "
-                         f"max {format_shape(profile.max)}")
-
-
 def resolve_case(case: ShapeCase, inputs: Sequence[TensorSpec], *, flag: str | None = None) -> dict[str, Shape]:
     """The concrete shape of every model input for ``case``, in the model's input order.
 
@@ -203,8 +191,10 @@ def resolve_case(case: ShapeCase, inputs: Sequence[TensorSpec], *, flag: str | N
     resolved: dict[str, Shape] = {}
     for spec in inputs:
         shape = given[spec.name] if spec.name in given else _inferred_shape(where, flag, spec, named)
-        if spec.profile is not None:
-            _check_profile(where, spec, shape, spec.profile)
+        if spec.profile is not None and not spec.profile.contains(shape):
+            raise UsageError(f"{where}: input {spec.name!r} shape {format_shape(shape)} is outside "
+                             f"the engine's optimization profile min {format_shape(spec.profile.min)} "
+                             f"max {format_shape(spec.profile.max)}")
         resolved[spec.name] = shape
     return resolved
 

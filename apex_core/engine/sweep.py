@@ -98,10 +98,6 @@ class SweepPlan:
     def cases(self) -> tuple[Case, ...]:
         return tuple(dict.fromkeys(cell.case for cell in self.plan.cells))
 
-    def config(self) -> dict[str, Any]:
-        """The report's ``config``: the plan's, under the sweep's name, plus the engine."""
-        return self.plan.config()
-
 
 def _check_name(name: str) -> str:
     if not name or key_safe(name) != name:
@@ -178,7 +174,6 @@ def _reference_config(path: str | Path | None, model: EngineModel, resolved: Seq
     """The report's ``reference_model`` entry (path and hash) once the reference fits every case."""
     if not path:
         return {}
-
     check_reference(path, model, [{n: shape for n, _d, shape in p.inputs} for p in resolved], dtype)
     return {"reference_model": {"path": str(path), "sha256": file_sha256(Path(path))}}
 
@@ -251,7 +246,7 @@ def filed(sweep: SweepPlan, cell: CellResult) -> CellResult:
 def empty_report(sweep: SweepPlan, environment: dict[str, Any] | None = None) -> Report:
     """The report before any case ran (status ``running``)."""
     return Report(suite=SUITE, timestamp_utc=utc_now(),
-                  environment=environment or capture_environment(sweep.device), config=sweep.config(),
+                  environment=environment or capture_environment(sweep.device), config=sweep.plan.config(),
                   status="running", cells=(), plugins=sweep.registry.broken,
                   deprecations=sweep.registry.deprecations,
                   triton_autotune=summarize_autotune(()))
@@ -273,7 +268,6 @@ def run_sweep(sweep: SweepPlan, *, isolation: str = "process", environment: dict
 
     ``on_cell`` sees each result already filed under the sweep's name.
     """
-
     report = run_plan(sweep.plan, sweep.registry, isolation=isolation, suite=SUITE, environment=environment,
                       on_cell=filed_callback(sweep, on_cell) if on_cell is not None else None)
-    return attrs.evolve(report, config=sweep.config(), cells=tuple(filed(sweep, c) for c in report.cells))
+    return attrs.evolve(report, cells=tuple(filed(sweep, c) for c in report.cells))

@@ -20,12 +20,14 @@ elements), boolean inputs uniform.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 import torch
 
+from apex_core.engine.ort_runtime import TORCH_DTYPES, torch_dtype
 from apex_core.engine.reference_model import reference_outputs
 from apex_core.engine.shape_case import parse_shape_case
 from apex_core.interfaces import DEFAULT_TOLERANCES, Inputs, Outputs, Workload
@@ -34,20 +36,9 @@ from apex_core.results import Case, Tolerance, Work
 ENGINE_FORMATS = ("onnx", "tensorrt")
 DEFAULT_INT_HIGH = 2
 NO_REFERENCE = "not checked: an engine file runs alone and has no reference to compare with"
-
-# TensorSpec dtype name -> torch attribute
-_TORCH_DTYPES: Mapping[str, str] = {
-    "fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
-    "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
-    "int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "int64": "int64", "bool": "bool",
-}
-FEEDABLE_DTYPES = tuple(_TORCH_DTYPES)
+FEEDABLE_DTYPES = tuple(TORCH_DTYPES)
 
 InputSpec = tuple[str, str, tuple[int, ...]]  # (name, dtype name, resolved shape)
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, _TORCH_DTYPES[name])
 
 
 def _input_specs(value: Iterable[Any]) -> tuple[InputSpec, ...]:
@@ -55,9 +46,9 @@ def _input_specs(value: Iterable[Any]) -> tuple[InputSpec, ...]:
     specs = []
     for item in value:
         name, dtype, shape = item
-        if dtype not in _TORCH_DTYPES:
+        if dtype not in FEEDABLE_DTYPES:
             raise ValueError(f"input {name!r}: dtype {dtype!r} cannot be generated (valid: "
-                             f"{', '.join(_TORCH_DTYPES)})")
+                             f"{', '.join(FEEDABLE_DTYPES)})")
         specs.append((str(name), str(dtype), tuple(int(d) for d in shape)))
     return tuple(specs)
 
@@ -145,13 +136,6 @@ class EngineWorkload(Workload):
     def work(self, case: Case, dtype_name: str) -> Work:
         """The inputs read once (the backend adds the outputs, which only running the file tells)."""
         p: EngineParams = case.params
-        moved = sum(torch_dtype(dtype).itemsize * _numel(shape) for _name, dtype, shape in p.inputs)
+        moved = sum(torch_dtype(dtype).itemsize * math.prod(shape) for _name, dtype, shape in p.inputs)
         return Work(bytes_moved=moved, flops=0, units="elements",
-                    count=sum(_numel(shape) for _name, _dtype, shape in p.inputs))
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
+                    count=sum(math.prod(shape) for _name, _dtype, shape in p.inputs))

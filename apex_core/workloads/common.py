@@ -12,7 +12,7 @@ import attrs
 import torch
 
 from apex_core.errors import InputValidationError
-from apex_core.interfaces import DEFAULT_TOLERANCES
+from apex_core.interfaces import DEFAULT_TOLERANCES, ExportRecipe
 from apex_core.results import Tolerance
 
 INDEX_BYTES = 4  # int32 indices, origins, levels
@@ -60,18 +60,13 @@ TILE_AXES = {0: "batch", 1: "K"}  # per-tile tensors [B, K, ...]
 # Writes through index_put (tile-stage1, tileunpack blend) export as ScatterND whose
 # update shape the exporter bakes in as [K, C, t, t] per batch row: only the image may vary.
 IMAGE_AXES = {2: "height", 3: "width"}
-_SCALAR_PROMOTION = (
-    "the TorchScript ONNX exporter cannot combine bf16 tensors with the float32 scalar input(s) {} "
-    "('ScalarType ComplexDouble is an unexpected tensor scalar type')"
-)
 
 
-NO_BF16_EXPORT = "no bf16 ONNX export: "
-
-
-def bf16_scalar_promotion(scalars: str) -> str:
-    """Why a bf16 export with float32 scalar inputs fails (tests check it against a real export)."""
-    return _SCALAR_PROMOTION.format(scalars)
+def no_bf16_export(scalars: str, also: str = "") -> ExportRecipe:
+    """The refusal of a bf16 export with float32 scalar inputs (tests check it against a real export)."""
+    return ExportRecipe.refused(f"no bf16 ONNX export: {also}the TorchScript ONNX exporter cannot combine bf16 "
+                                f"tensors with the float32 scalar input(s) {scalars} ('ScalarType "
+                                "ComplexDouble is an unexpected tensor scalar type')")
 
 
 # --- parameters -------------------------------------------------------------------------
@@ -88,20 +83,27 @@ def positive_int(default: int) -> Any:
     return attrs.field(default=default, validator=_check_positive_int)
 
 
-def check_tile_grid(height: int, width: int, tile_size: int) -> None:
-    """Raise ``ValueError`` unless the tile size divides both image sides."""
-    for side, value in (("height", height), ("width", width)):
-        if value % tile_size:
-            raise ValueError(f"{side} {value} is not divisible by tile_size {tile_size}")
+@attrs.frozen(kw_only=True)
+class TileParams:
+    """K of the t x t tiles of an NCHW map (tile workloads); the defaults are the fixed profile."""
+
+    batch: int = positive_int(1)
+    channels: int = positive_int(128)
+    height: int = positive_int(128)
+    width: int = positive_int(128)
+    tile_size: int = positive_int(8)
+    kmax: int = positive_int(32)
+
+    def __attrs_post_init__(self) -> None:
+        for side, value in (("height", self.height), ("width", self.width)):
+            if value % self.tile_size:
+                raise ValueError(f"{side} {value} is not divisible by tile_size {self.tile_size}")
 
 
-def check_fraction(name: str, value: float, *, high_open: bool = True) -> None:
-    """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (or [0, 1])."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0.0
-    ok = ok and (value < 1.0 if high_open else value <= 1.0)
-    if not ok:
-        bound = "[0, 1)" if high_open else "[0, 1]"
-        raise ValueError(f"{name} {value!r} is not in {bound}")
+def check_fraction(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` is a real number in [0, 1) (NaN is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} {value!r} is not in [0, 1)")
 
 
 def check_choice(name: str, value: Any, choices: Collection[str]) -> None:
@@ -124,12 +126,6 @@ def widened_tolerance(dtype_name: str, atols: Mapping[str, float], reason: str) 
 def num_tiles(height: int, width: int, tile_size: int) -> int:
     """Number of tiles in the row-major (H/t) x (W/t) grid."""
     return (height // tile_size) * (width // tile_size)
-
-
-def tile_origin(tile_id: int, width: int, tile_size: int) -> tuple[int, int]:
-    """Top-left corner ``(y, x)`` of tile ``tile_id`` in the row-major grid."""
-    per_row = width // tile_size
-    return tile_id // per_row * tile_size, tile_id % per_row * tile_size
 
 
 def tile_origins(idx: torch.Tensor, width: int, tile_size: int) -> torch.Tensor:

@@ -24,11 +24,11 @@ from apex_core.interfaces import ExportRecipe, Inputs, Outputs, Workload
 from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     FP32_BYTES,
-    NO_BF16_EXPORT,
     SeededRandom,
-    bf16_scalar_promotion,
+    TileParams,
     check_shape,
     data_bytes,
+    no_bf16_export,
     place,
     positive_int,
     suite_profiles,
@@ -58,15 +58,9 @@ TOLERANCE_REASON = (
 
 
 @attrs.frozen(kw_only=True)
-class FFInferParams:
+class FFInferParams(TileParams):
     """Shape and budgets of one ff-infer step; the defaults are the fixed profile."""
 
-    batch: int = positive_int(1)
-    channels: int = positive_int(128)
-    height: int = positive_int(128)
-    width: int = positive_int(128)
-    tile_size: int = positive_int(8)
-    kmax: int = positive_int(32)
     budget_b1: int = positive_int(16)
     budget_b2: int = positive_int(8)
     budget_total: int = positive_int(32)
@@ -260,7 +254,6 @@ class FFInfer(Workload):
     )
     params_type: ClassVar[type] = FFInferParams
     profiles = suite_profiles(FFInferParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:FF_INFER",
         "jax": "adapters.jax_workloads.ff_infer:build",
@@ -269,8 +262,8 @@ class FFInfer(Workload):
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """The batch varies; the height too while the level-0 grid holds k0 tiles; no bf16 export."""
         if dtype_name == "bf16":
-            return ExportRecipe.refused(NO_BF16_EXPORT + "ONNX Einsum (the refine step's channel mix) does "
-                                        "not accept bfloat16, and " + bf16_scalar_promotion("wb, wu, bias"))
+            return no_bf16_export("wb, wu, bias", also="ONNX Einsum (the refine step's channel mix) does not "
+                                  "accept bfloat16, and ")
         axes: dict[str, dict[int, str]] = {name: {0: "batch"} for name in (*_MAPS, *UTILITIES)}
         fixed = ("the tile counts (k0, 4j) and the scan over them are fixed by the parameters; width "
                  "fixed: level-1 tile ids use the level-0 grid's column count")

@@ -11,12 +11,11 @@ from apex_core.results import Case, Tolerance, Work
 from apex_core.workloads.common import (
     FP32_BYTES,
     NCHW_AXES,
-    NO_BF16_EXPORT,
     SeededRandom,
-    bf16_scalar_promotion,
     check_fraction,
     check_shape,
     data_bytes,
+    no_bf16_export,
     place,
     positive_int,
     suite_profiles,
@@ -80,9 +79,7 @@ class FusionGate(Workload):
     name = "fusiongate"
     description = "sigmoid gate from two sanitized proxies blends a detail map into a base map"
     params_type = FusionGateParams
-    case_names = ("default",)
     profiles = suite_profiles(FusionGateParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:FUSIONGATE",
         "jax": "adapters.jax_workloads.fusiongate:build",
@@ -91,7 +88,7 @@ class FusionGate(Workload):
     def export_recipe(self, case: Case, dtype_name: str) -> ExportRecipe:
         """Every map over batch and image size; no bf16 export (its float32 scalars)."""
         if dtype_name == "bf16":
-            return ExportRecipe.refused(NO_BF16_EXPORT + bf16_scalar_promotion("wb, wu, bias"))
+            return no_bf16_export("wb, wu, bias")
         return ExportRecipe({name: NCHW_AXES for name in ("boundary", "uncertainty", "base", "detail")})
 
     def make_inputs(self, case: Case, device: str, dtype: torch.dtype, seed: int) -> Inputs:

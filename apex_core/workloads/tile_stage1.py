@@ -11,14 +11,13 @@ from apex_core.workloads.common import (
     IMAGE_AXES,
     INDEX_BYTES,
     SeededRandom,
+    TileParams,
     check_int_range,
     check_shape,
-    check_tile_grid,
     check_unique_rows,
     data_bytes,
     num_tiles,
     place,
-    positive_int,
     suite_profiles,
     tile_origins,
     tile_pixel_index,
@@ -63,18 +62,8 @@ def tile_stage1(
 
 
 @attrs.frozen(kw_only=True)
-class TileStage1Params:
+class TileStage1Params(TileParams):
     """Parameters of tile-stage1; the defaults are the fixed profile (K = min(kmax, tiles))."""
-
-    batch: int = positive_int(1)
-    channels: int = positive_int(128)
-    height: int = positive_int(128)
-    width: int = positive_int(128)
-    tile_size: int = positive_int(8)
-    kmax: int = positive_int(32)
-
-    def __attrs_post_init__(self) -> None:
-        check_tile_grid(self.height, self.width, self.tile_size)
 
     @property
     def k(self) -> int:
@@ -88,9 +77,7 @@ class TileStage1(Workload):
     name = "tile-stage1"
     description = "fused pack, gated pointwise (x*vs+vb)*relu(x*gs+gb), unpack on K unique tiles"
     params_type = TileStage1Params
-    case_names = ("default",)
     profiles = suite_profiles(TileStage1Params)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:TILE_STAGE1",
         "jax": "adapters.jax_workloads.tile_stage1:build",

@@ -12,13 +12,12 @@ from apex_core.workloads.common import (
     NCHW_AXES,
     TILE_AXES,
     SeededRandom,
+    TileParams,
     check_int_range,
     check_shape,
-    check_tile_grid,
     data_bytes,
     num_tiles,
     place,
-    positive_int,
     suite_profiles,
     tile_origins,
     tile_pixel_index,
@@ -38,18 +37,8 @@ def tilepack(features: torch.Tensor, idx: torch.Tensor, tile_size: int) -> torch
 
 
 @attrs.frozen(kw_only=True)
-class TilePackParams:
+class TilePackParams(TileParams):
     """Parameters of tilepack; the defaults are the fixed profile."""
-
-    batch: int = positive_int(1)
-    channels: int = positive_int(128)
-    height: int = positive_int(128)
-    width: int = positive_int(128)
-    tile_size: int = positive_int(8)
-    kmax: int = positive_int(32)
-
-    def __attrs_post_init__(self) -> None:
-        check_tile_grid(self.height, self.width, self.tile_size)
 
 
 class TilePack(Workload):
@@ -58,9 +47,7 @@ class TilePack(Workload):
     name = "tilepack"
     description = "gather K selected t x t tiles of an NCHW map into [B,K,C,t,t] (duplicates allowed)"
     params_type = TilePackParams
-    case_names = ("default",)
     profiles = suite_profiles(TilePackParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:TILEPACK",
         "jax": "adapters.jax_workloads.tilepack:build",

@@ -101,15 +101,10 @@ def ssm_scan(
     s0 = torch.zeros(b, c, dtype=state_dtype, device=tokens.device)
     if init_state is not None:
         s0 = init_state.to(state_dtype).expand(b, c)
-    finals: list[torch.Tensor] = []
-    ys: list[torch.Tensor] = []
-    if direction in ("forward", "bidirectional"):
-        states, last = _scan_one(x, d, gain, bias, s0)
-        ys.append(out_gain * states)
-        finals.append(last)
-    if direction in ("backward", "bidirectional"):
-        states, last = _scan_one(x.flip(1), d, gain, bias, s0)
-        ys.append(out_gain * states.flip(1))
+    ys, finals = [], []
+    for flip in {"forward": (False,), "backward": (True,), "bidirectional": (False, True)}[direction]:
+        states, last = _scan_one(x.flip(1) if flip else x, d, gain, bias, s0)
+        ys.append(out_gain * (states.flip(1) if flip else states))
         finals.append(last)
     y = ys[0] if len(ys) == 1 else _merge(ys[0], ys[1], merge, gate)
     return y.to(tokens.dtype), tuple(finals)
@@ -142,7 +137,6 @@ class TileSSMScan(Workload):
     params_type = TileSSMScanParams
     case_names = DIRECTIONS
     profiles = suite_profiles(TileSSMScanParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:TILESSM_SCAN",
         "jax": "adapters.jax_workloads.tilessm_scan:build",

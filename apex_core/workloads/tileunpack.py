@@ -12,18 +12,16 @@ from apex_core.workloads.common import (
     IMAGE_AXES,
     INDEX_BYTES,
     NCHW_AXES,
-    NO_BF16_EXPORT,
     TILE_AXES,
     SeededRandom,
-    bf16_scalar_promotion,
+    TileParams,
     check_int_range,
     check_real_range,
     check_shape,
-    check_tile_grid,
     data_bytes,
+    no_bf16_export,
     num_tiles,
     place,
-    positive_int,
     suite_profiles,
     tile_origins,
     tile_pixel_index,
@@ -120,18 +118,8 @@ def tileunpack(
 
 
 @attrs.frozen(kw_only=True)
-class TileUnpackParams:
+class TileUnpackParams(TileParams):
     """Parameters of tileunpack; the defaults are the fixed profile (alpha is an input)."""
-
-    batch: int = positive_int(1)
-    channels: int = positive_int(128)
-    height: int = positive_int(128)
-    width: int = positive_int(128)
-    tile_size: int = positive_int(8)
-    kmax: int = positive_int(32)
-
-    def __attrs_post_init__(self) -> None:
-        check_tile_grid(self.height, self.width, self.tile_size)
 
 
 class TileUnpack(Workload):
@@ -142,7 +130,6 @@ class TileUnpack(Workload):
     params_type = TileUnpackParams
     case_names = ("override", "blend", "overlap")
     profiles = suite_profiles(TileUnpackParams)
-    # the code it brings for the backends that run per-workload code (adapters/, apex_kernels/)
     implementations = {
         "triton": "adapters.triton_ops:TILEUNPACK",
         "jax": "adapters.jax_workloads.tileunpack:build",
@@ -153,7 +140,7 @@ class TileUnpack(Workload):
         """blend writes through index_put and composes the K tiles in a traced loop: only the image varies."""
         if case.name == "blend":
             if dtype_name == "bf16":
-                return ExportRecipe.refused(NO_BF16_EXPORT + bf16_scalar_promotion("alpha"))
+                return no_bf16_export("alpha")
             return ExportRecipe({"base": IMAGE_AXES},
                                 note="K fixed: the reference composes the K tiles in a loop, which the trace "
                                 "unrolls")
