@@ -146,13 +146,17 @@ class TensorRTEngineBackend(EngineBackend, Backend):
         if isinstance(workload, EngineWorkload):
             return self._file_support(workload, case, dtype_name)
         if self.options.build:
-            return self._build_support(workload, case, dtype_name)
+            if dtype_name not in ("fp16", "bf16", "fp32"):
+                return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
+            # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
+            ok, why = exportable_in(workload, case, dtype_name)
+            return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
         if not self.options.engine_path:
             return Support.no(NO_ENGINE)
         if workload.name != self.options.engine_workload:
             return Support.no(f"the engine from --trt-engine-path serves {self.options.engine_workload} only "
                               "(name its workload with --workloads)")
-        path = self.options.engine_path or ""
+        path = self.options.engine_path
         engine_inputs = self._engine_inputs.get(path) or self._model(path, "cuda").inputs
         key = (case.id, dtype_name)
         if key not in self._metas:
@@ -174,36 +178,29 @@ class TensorRTEngineBackend(EngineBackend, Backend):
         reason = engine_support_reason(case.params.engine, engine_inputs, metas)
         return Support.no(reason) if reason else Support.yes()
 
-    def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        if dtype_name not in ("fp16", "bf16", "fp32"):
-            return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
-
-        # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
-        ok, why = exportable_in(workload, case, dtype_name)
-        return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
-
     def _model(self, path: str, device: str) -> TensorRTEngineModel:
         key = (path, device)
         if key not in self._models:
             self._models[key] = load_engine_model(path, device)
         return self._models[key]
 
+    def _loaded(self, path: str, device: str) -> TensorRTEngineModel:
+        """The engine at ``path`` for a cell, which is skipped if the file does not load (the worker
+        meets the file the probe saw)."""
+        try:
+            return self._model(path, device)
+        except EngineLoadError as exc:
+            raise CellSkipped(str(exc)) from None
+
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         device = str(next(iter(inputs.values())).device)
         if isinstance(workload, EngineWorkload):
-            try:
-                engine_model = self._model(case.params.engine, device)
-            except EngineLoadError as exc:
-                raise CellSkipped(str(exc)) from None
-            return prepare_engine(engine_model, case, inputs)
+            return prepare_engine(self._loaded(case.params.engine, device), case, inputs)
         if self.options.build:
             model, source = self._built_model(workload, case, inputs, device), "built from the ONNX export"
         else:
-            path = self.options.engine_path or ""
-            try:
-                model, source = self._model(path, device), path
-            except EngineLoadError as exc:  # the worker meets the file the probe saw
-                raise CellSkipped(str(exc)) from None
+            source = self.options.engine_path or ""
+            model = self._loaded(source, device)
         bound = model.bind({spec.name: inputs[spec.name] for spec in model.inputs})
         metadata = {"engine": source, "input_shapes": bound.input_shapes, "output_shapes": bound.output_shapes,
                     "profile": {s.name: [list(s.profile.min), list(s.profile.max)]
