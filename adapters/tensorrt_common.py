@@ -155,6 +155,11 @@ def describe(spec: TensorSpec) -> str:
     return text
 
 
+def feed_metas(tensors: Mapping[str, torch.Tensor]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype name, shape)}`` of tensors, as ``feed_problem`` takes them."""
+    return {name: (dtype_name_of_torch(t.dtype), tuple(t.shape)) for name, t in tensors.items()}
+
+
 def feed_problem(inputs: Sequence[TensorSpec], feeds: Mapping[str, tuple[str, tuple[int, ...]]]) -> str:
     """Empty when ``feeds`` ({name: (dtype name, shape)}) fit the engine's inputs, else the first misfit."""
     names = [spec.name for spec in inputs]
@@ -191,8 +196,7 @@ class TensorRTEngineModel:
 
     def bind(self, feeds: Mapping[str, torch.Tensor]) -> BoundModel:
         """Set input shapes, allocate outputs once and bind every address; ``fn`` only enqueues."""
-        problem = feed_problem(self.inputs, {n: (dtype_name_of_torch(t.dtype), tuple(t.shape))
-                                             for n, t in feeds.items()})
+        problem = feed_problem(self.inputs, feed_metas(feeds))
         if problem:
             raise UsageError(problem)
         for name, tensor in feeds.items():

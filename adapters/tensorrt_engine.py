@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -26,8 +26,8 @@ from adapters.tensorrt_common import (
     TensorRTEngineModel,
     build_engine_from_onnx,
     cell_dtype_name,
-    dtype_name_of_torch,
     engine_model_from_bytes,
+    feed_metas,
     feed_problem,
     load_engine_model,
     profile_around,
@@ -42,9 +42,6 @@ from apex_core.engine.workload import EngineWorkload
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-
-if TYPE_CHECKING:
-    import torch
 
 DEFAULT_ENGINE_WORKLOAD = "ff-infer"
 NO_ENGINE = ("no engine given: pass --trt-engine-path PATH (a serialized engine for the workload named "
@@ -73,10 +70,6 @@ class EngineOptions:
             raise UsageError("--trt-engine-path and --trt-build exclude each other: give a serialized "
                              "engine or build one from the ONNX export, not both")
         return cls(path or None, build, workload)
-
-
-def _metas(inputs: Mapping[str, torch.Tensor]) -> dict[str, tuple[str, tuple[int, ...]]]:
-    return {name: (dtype_name_of_torch(t.dtype), tuple(t.shape)) for name, t in inputs.items()}
 
 
 def engine_support_reason(workload: str, engine_inputs: tuple[TensorSpec, ...],
@@ -161,7 +154,7 @@ class TensorRTEngineBackend(EngineBackend, Backend):
         key = (case.id, dtype_name)
         if key not in self._metas:
             # shapes and dtypes only: the same generator the cell uses, on the CPU
-            self._metas[key] = _metas(workload.make_inputs(case, "cpu", DTYPES[dtype_name], 0))
+            self._metas[key] = feed_metas(workload.make_inputs(case, "cpu", DTYPES[dtype_name], 0))
         reason = engine_support_reason(workload.name, engine_inputs, self._metas[key])
         return Support.no(reason) if reason else Support.yes()
 
@@ -174,7 +167,7 @@ class TensorRTEngineBackend(EngineBackend, Backend):
             engine_inputs = self._model(case.params.engine, "cuda").inputs
         except EngineLoadError as exc:
             return Support.no(str(exc))
-        metas = _metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
+        metas = feed_metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
         reason = engine_support_reason(case.params.engine, engine_inputs, metas)
         return Support.no(reason) if reason else Support.yes()
 
