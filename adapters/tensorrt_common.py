@@ -75,10 +75,6 @@ def dtype_name_of_trt(trt_dtype: Any) -> str:
     return _TRT_DTYPES.get(member.upper(), member.lower())
 
 
-def torch_dtype(dtype_name: str) -> torch.dtype:
-    return getattr(torch, DTYPE_ATTRS[dtype_name])
-
-
 def dtype_name_of_torch(dtype: torch.dtype) -> str:
     text = str(dtype).removeprefix("torch.")
     return next((name for name, attr in DTYPE_ATTRS.items() if attr == text), text)
@@ -223,7 +219,8 @@ class TensorRTEngineModel:
             if any(d < 0 for d in shape):
                 raise UsageError(f"output {spec.name!r} has a data-dependent shape {list(shape)}; "
                                  "apex-bench needs output shapes that follow from the input shapes")
-            outputs[spec.name] = torch.empty(shape, dtype=torch_dtype(spec.dtype), device=device)
+            dtype = getattr(torch, DTYPE_ATTRS[spec.dtype])
+            outputs[spec.name] = torch.empty(shape, dtype=dtype, device=device)
         for name, tensor in {**feeds, **outputs}.items():
             if not context.set_tensor_address(name, tensor.data_ptr()):
                 raise RuntimeError(f"TensorRT refused the address of {name!r} in {self.label}")
