@@ -74,13 +74,9 @@ class JaxBackend(Backend):
 
     def probe(self, device: str) -> Availability:
         jax, reason = load_jax()
-        if jax is None:
-            return Availability.no(reason)
-        if device == "cuda":
+        if jax is not None and device == "cuda":
             reason = cuda_reason() or gpu_reason(jax) or _kernel_timer_reason()
-            if reason:
-                return Availability.no(reason)
-        return Availability.yes()
+        return Availability.no(reason) if reason else Availability.yes()
 
     def supports(self, workload: Workload, case: Case, dtype_name: str) -> Support:
         if "jax" not in workload.implementations:  # not imported here: its module imports jax
@@ -94,27 +90,19 @@ class JaxBackend(Backend):
             raise RuntimeError(reason)
         arrays = share_inputs(jax, inputs)
         build = implementation(workload, "jax")  # build(case) -> a pure function of the inputs
-        jitted = jax.jit(build(case))
-        block = jax.block_until_ready
+        jitted, block = jax.jit(build(case)), jax.block_until_ready
 
         def run() -> Any:  # a Mapping of torch tensors (TorchView), read like the dict it stands for
             return TorchView(block(jitted(arrays)))
 
-        on_cuda = next(iter(inputs.values())).device.type == "cuda"
-        metadata = {"jax": jax.__version__, "jit": True, "platform": _platform(arrays)}
-        if on_cuda:
+        platforms = {d.platform for a in arrays.values() for d in a.devices()}
+        metadata = {"jax": jax.__version__, "jit": True, "platform": ",".join(sorted(platforms))}
+        if next(iter(inputs.values())).device.type == "cuda":
             return Prepared(run, metadata=metadata, timer="kernel",
                             timing_note="JAX launches on its own streams: kernel-only timer")
         return Prepared(run, metadata=metadata, timing_method=CPU_METHOD)
 
 
-def _platform(arrays: Mapping[str, Any]) -> str:
-    devices = {d.platform for a in arrays.values() for d in a.devices()}
-    return ",".join(sorted(devices))
-
-
 def _kernel_timer_reason() -> str:
     why = profiler_unavailable_reason()
     return f"jax on CUDA is timed by the kernel-only timer, which cannot run here: {why}" if why else ""
-
-

@@ -66,8 +66,12 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
 
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         device = str(next(iter(inputs.values())).device)
-        if isinstance(workload, EngineWorkload):
-            return self._prepare_file(case, inputs, device)
+        if isinstance(workload, EngineWorkload):  # an ONNX file of the engine workload
+            try:
+                model = self.load_engine(case.params.engine, device)
+            except UnsupportedModelError as exc:
+                raise CellSkipped(str(exc)) from None
+            return prepare_engine(model, case, inputs, providers=list(model.providers))
         dtype_name = _cell_dtype(inputs)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="apex-bench-onnx-") as scratch:
@@ -92,14 +96,6 @@ class OnnxRuntimeBackend(EngineBackend, Backend):
                 "export_s": round(export_s, 3),
             },
         )
-
-    def _prepare_file(self, case: Case, inputs: Inputs, device: str) -> Prepared:
-        """An ONNX file of the engine workload: load it, bind the case's inputs."""
-        try:
-            model = self.load_engine(case.params.engine, device)
-        except UnsupportedModelError as exc:
-            raise CellSkipped(str(exc)) from None
-        return prepare_engine(model, case, inputs, providers=list(model.providers))
 
 
 def _cell_dtype(inputs: Inputs) -> str:

@@ -1,57 +1,40 @@
-"""What the TensorRT backends and the engine sweep share: availability, engines, builds, plugin libraries.
+"""What the TensorRT backends and the engine sweep share: availability, dtypes, engines, builds.
 
 Written against the TensorRT 10 Python API (named I/O tensors, ``set_input_shape`` /
-``set_tensor_address`` / ``execute_async_v3``, ``IPluginRegistry.get_creator``).
-``tensorrt`` is imported only inside the functions that need it, never at import time.
+``set_tensor_address`` / ``execute_async_v3``). ``tensorrt`` is imported only inside the
+functions that need it, never at import time. The plugin libraries and the one-plugin
+network are ``tensorrt_plugin``'s.
 """
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 import torch
 
 from apex_core.engine.runtime import BoundModel
 from apex_core.engine.tensor_spec import DYNAMIC, ProfileRange, TensorSpec
 from apex_core.errors import ApexBenchError, UsageError, one_line
 from apex_core.lazy_import import cuda_reason, try_import
-from apex_core.shared_library import is_bare_library_name, resolve_library
 
 log = logging.getLogger(__name__)
 
 TENSORRT_HINT = "pip install tensorrt; needs NVIDIA's package index"
-PLUGIN_LIB_ENV = "APEXX_TRT_PLUGIN_LIB"
 
 # TensorRT DataType member name -> our dtype name; others (FP8, INT4, FP4...) cannot be fed.
 _TRT_DTYPES = {"FLOAT": "fp32", "HALF": "fp16", "BF16": "bf16", "INT8": "int8", "INT32": "int32",
                "INT64": "int64", "BOOL": "bool", "UINT8": "uint8"}
 FEEDABLE_DTYPES = frozenset(_TRT_DTYPES.values())
-_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
-                 "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
-_TRT_ATTRS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
-              "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
+# our dtype name -> its attribute name, the same in torch and in tensorrt (torch.float16, trt.float16)
+DTYPE_ATTRS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8",
+               "int32": "int32", "int64": "int64", "bool": "bool", "uint8": "uint8"}
 _PRECISION_FLAGS = {"fp32": None, "fp16": "FP16", "bf16": "BF16"}
-
-
-def create_network(trt: Any, builder: Any) -> tuple[Any, bool]:
-    """A new network, strongly typed where this TensorRT has the flag: ``(network, strongly_typed)``.
-
-    A strongly typed network takes each layer's precision from its tensors' dtypes (the
-    ONNX export's, the plugin inputs'), so no FP16/BF16 builder flag is needed; TensorRT
-    deprecated those weak-typing flags in 10.12 and removed them in 11.
-    """
-    flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
-    if flag is None:
-        return builder.create_network(0), False  # explicit batch is the only mode since TensorRT 10
-    return builder.create_network(1 << int(flag)), True
 
 
 class TensorRTUnavailableError(UsageError):
@@ -64,10 +47,6 @@ class EngineLoadError(UsageError):
 
 class EngineBuildError(ApexBenchError):
     """TensorRT rejected a network (ONNX parse, optimization profile, builder)."""
-
-
-class PluginLibraryError(UsageError):
-    """A plugin library is missing, is not a shared library, or fails to load."""
 
 
 def tensorrt_reason(device: str) -> str:
@@ -96,13 +75,9 @@ def dtype_name_of_trt(trt_dtype: Any) -> str:
     return _TRT_DTYPES.get(member.upper(), member.lower())
 
 
-def torch_dtype(dtype_name: str) -> torch.dtype:
-    return getattr(torch, _TORCH_DTYPES[dtype_name])
-
-
 def dtype_name_of_torch(dtype: torch.dtype) -> str:
     text = str(dtype).removeprefix("torch.")
-    return next((name for name, attr in _TORCH_DTYPES.items() if attr == text), text)
+    return next((name for name, attr in DTYPE_ATTRS.items() if attr == text), text)
 
 
 def cell_dtype_name(tensors: Mapping[str, torch.Tensor]) -> str:
@@ -111,33 +86,47 @@ def cell_dtype_name(tensors: Mapping[str, torch.Tensor]) -> str:
     return next((name for name in ("bf16", "fp16") if name in names), "fp32")
 
 
-class _RecordingLogger:
-    """Factory of the one TensorRT logger per process; it keeps error messages for our reasons."""
+@functools.cache
+def recording_logger(trt: Any) -> Any:
+    """The one TensorRT logger of the process (TensorRT wants one for every builder and runtime).
 
-    instance: Any = None
+    It keeps the error messages for our reasons: ``drain()`` returns the last three and forgets them.
+    """
 
-    @classmethod
-    def get(cls, trt: Any) -> Any:
-        if cls.instance is None:
+    class Recording(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+            self.errors: list[str] = []
 
-            class Recording(trt.ILogger):
-                def __init__(self) -> None:
-                    trt.ILogger.__init__(self)
-                    self.errors: list[str] = []
+        def log(self, severity: Any, msg: str) -> None:
+            if severity in (trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR):
+                self.errors.append(msg)
+                log.error("tensorrt: %s", msg)
+            elif severity == trt.ILogger.Severity.WARNING:
+                log.warning("tensorrt: %s", msg)
 
-                def log(self, severity: Any, msg: str) -> None:
-                    if severity in (trt.ILogger.Severity.INTERNAL_ERROR, trt.ILogger.Severity.ERROR):
-                        self.errors.append(msg)
-                        log.error("tensorrt: %s", msg)
-                    elif severity == trt.ILogger.Severity.WARNING:
-                        log.warning("tensorrt: %s", msg)
+        def drain(self) -> str:
+            text, self.errors = "; ".join(self.errors[-3:]), []
+            return one_line(text)
 
-                def drain(self) -> str:
-                    text, self.errors = "; ".join(self.errors[-3:]), []
-                    return one_line(text)
+    return Recording()
 
-            cls.instance = Recording()  # TensorRT wants one logger for every builder and runtime
-        return cls.instance
+
+def new_network(trt: Any) -> tuple[Any, Any, bool]:
+    """A builder and an empty network, strongly typed where this TensorRT has the flag:
+    ``(builder, network, strongly_typed)``; errors logged before it are forgotten.
+
+    A strongly typed network takes each layer's precision from its tensors' dtypes (the
+    ONNX export's, the plugin inputs'), so no FP16/BF16 builder flag is needed; TensorRT
+    deprecated those weak-typing flags in 10.12 and removed them in 11.
+    """
+    logger = recording_logger(trt)
+    logger.drain()
+    builder = trt.Builder(logger)
+    flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    if flag is None:
+        return builder, builder.create_network(0), False  # explicit batch is the only mode since TensorRT 10
+    return builder, builder.create_network(1 << int(flag)), True
 
 
 def _spec_of(engine: Any, trt: Any, name: str) -> TensorSpec:
@@ -160,6 +149,11 @@ def describe(spec: TensorSpec) -> str:
     if spec.profile is not None and spec.is_dynamic:
         text += f" (profile {list(spec.profile.min)} .. {list(spec.profile.max)})"
     return text
+
+
+def feed_metas(tensors: Mapping[str, torch.Tensor]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype name, shape)}`` of tensors, as ``feed_problem`` takes them."""
+    return {name: (dtype_name_of_torch(t.dtype), tuple(t.shape)) for name, t in tensors.items()}
 
 
 def feed_problem(inputs: Sequence[TensorSpec], feeds: Mapping[str, tuple[str, tuple[int, ...]]]) -> str:
@@ -198,8 +192,7 @@ class TensorRTEngineModel:
 
     def bind(self, feeds: Mapping[str, torch.Tensor]) -> BoundModel:
         """Set input shapes, allocate outputs once and bind every address; ``fn`` only enqueues."""
-        problem = feed_problem(self.inputs, {n: (dtype_name_of_torch(t.dtype), tuple(t.shape))
-                                             for n, t in feeds.items()})
+        problem = feed_problem(self.inputs, feed_metas(feeds))
         if problem:
             raise UsageError(problem)
         for name, tensor in feeds.items():
@@ -219,14 +212,15 @@ class TensorRTEngineModel:
             raise UsageError(f"{self.label}: TensorRT cannot infer the shapes of {', '.join(unresolved)}")
         outputs: dict[str, torch.Tensor] = {}
         for spec in self.outputs:
-            if spec.dtype not in _TORCH_DTYPES:
+            if spec.dtype not in DTYPE_ATTRS:
                 raise UsageError(f"unsupported dtype: output {describe(spec)} has no torch dtype to "
                                  "allocate it with")
             shape = tuple(int(d) for d in context.get_tensor_shape(spec.name))
             if any(d < 0 for d in shape):
                 raise UsageError(f"output {spec.name!r} has a data-dependent shape {list(shape)}; "
                                  "apex-bench needs output shapes that follow from the input shapes")
-            outputs[spec.name] = torch.empty(shape, dtype=torch_dtype(spec.dtype), device=device)
+            dtype = getattr(torch, DTYPE_ATTRS[spec.dtype])
+            outputs[spec.name] = torch.empty(shape, dtype=dtype, device=device)
         for name, tensor in {**feeds, **outputs}.items():
             if not context.set_tensor_address(name, tensor.data_ptr()):
                 raise RuntimeError(f"TensorRT refused the address of {name!r} in {self.label}")
@@ -247,7 +241,7 @@ class TensorRTEngineModel:
 def engine_model_from_bytes(data: bytes, device: str = "cuda", label: str = "engine") -> TensorRTEngineModel:
     """Deserialize an engine on ``device``; raises ``EngineLoadError`` saying why it failed."""
     trt = import_tensorrt(device)
-    logger = _RecordingLogger.get(trt)
+    logger = recording_logger(trt)
     logger.drain()
     with torch.cuda.device(torch.device(device)):
         trt_runtime = trt.Runtime(logger)
@@ -295,9 +289,9 @@ def network_profile(network_inputs: Sequence[tuple[str, tuple[int, ...]]],
     return entries
 
 
-def _configured_build(trt: Any, builder: Any, network: Any, precision: str, label: str,
-                      profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None,
-                      strongly_typed: bool = False) -> bytes:
+def configured_build(trt: Any, builder: Any, network: Any, precision: str, label: str,
+                     profile: Mapping[str, tuple[tuple[int, ...], ...]] | None = None,
+                     strongly_typed: bool = False) -> bytes:
     """Set the precision flag (weakly typed networks only) and profile, build, return the engine."""
     if precision not in _PRECISION_FLAGS:
         raise EngineBuildError(f"unknown precision {precision!r}; valid: {', '.join(_PRECISION_FLAGS)}")
@@ -315,10 +309,10 @@ def _configured_build(trt: Any, builder: Any, network: Any, precision: str, labe
                                        f"{list(opt)}) rejected: {one_line(str(exc))}") from None
         if config.add_optimization_profile(optimization_profile) < 0:
             raise EngineBuildError(f"TensorRT rejected the optimization profile of {label}: "
-                                   f"{_RecordingLogger.get(trt).drain() or 'no reason logged'}")
+                                   f"{recording_logger(trt).drain() or 'no reason logged'}")
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
-        why = _RecordingLogger.get(trt).drain() or "no reason logged"
+        why = recording_logger(trt).drain() or "no reason logged"
         raise EngineBuildError(f"TensorRT could not build {label}: {why}")
     return bytes(serialized)
 
@@ -328,10 +322,8 @@ def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
                            ) -> bytes:
     """Parse an ONNX file, add one optimization profile over its dynamic inputs, build with the flag."""
     trt = import_tensorrt()
-    logger = _RecordingLogger.get(trt)
-    logger.drain()
-    builder = trt.Builder(logger)
-    network, strongly_typed = create_network(trt, builder)
+    builder, network, strongly_typed = new_network(trt)
+    logger = recording_logger(trt)
     parser = trt.OnnxParser(network, logger)
     name = Path(onnx_path).name  # a temporary folder's path would make every reason unique
     if not parser.parse_from_file(os.fspath(onnx_path)):
@@ -339,140 +331,5 @@ def build_engine_from_onnx(onnx_path: str | os.PathLike[str], *, precision: str,
         raise EngineBuildError(f"TensorRT's ONNX parser rejected {name}: {one_line(errors) or logger.drain()}")
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
     profile = network_profile([(t.name, tuple(int(d) for d in t.shape)) for t in inputs], profile_shapes)
-    return _configured_build(trt, builder, network, precision, f"an engine from {name}", profile,
-                             strongly_typed)
-
-
-def plugin_library_paths(given: Sequence[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
-    """The plugin libraries: ``given`` (--trt-plugin-lib), else APEXX_TRT_PLUGIN_LIB split on os.pathsep.
-
-    Each is resolved with ``resolve_library``.
-    """
-    entries = list(given) if given else (environ if environ is not None else os.environ).get(
-        PLUGIN_LIB_ENV, "").split(os.pathsep)
-    return [resolve_library(p) for p in entries if p.strip()]
-
-
-_ELF_KINDS = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core dump"}
-
-
-def shared_library_problem(path: str) -> str:
-    """Empty when ``path`` looks like a loadable shared library, else why not (naming the path).
-
-    A bare name is the dynamic loader's to find: only loading it can tell.
-    """
-    if is_bare_library_name(path):
-        return ""
-    file = Path(path)
-    if not file.exists():
-        return f"plugin library not found: {path}"
-    if not file.is_file():
-        return f"plugin library {path} is not a file"
-    try:
-        with file.open("rb") as handle:
-            header = handle.read(18)
-    except OSError as exc:
-        return f"plugin library {path} cannot be read: {exc.strerror or exc}"
-    if sys.platform.startswith("linux"):
-        if header[:4] != b"\x7fELF":
-            return f"plugin library {path} is not a shared library (no ELF header)"
-        e_type = int.from_bytes(header[16:18], "little" if header[5] == 1 else "big")
-        if e_type != 3:  # ET_DYN
-            kind = _ELF_KINDS.get(e_type, f"of type {e_type}")
-            return f"plugin library {path} is not a shared library (an ELF file, but {kind})"
-    return ""
-
-
-_LOADED_LIBRARIES: dict[str, ctypes.CDLL] = {}
-
-
-def load_plugin_libraries(paths: Sequence[str]) -> list[str]:
-    """Load each library once per process; raises ``PluginLibraryError`` naming the first that fails.
-
-    Creators register themselves when their library loads (static registration, e.g.
-    ``REGISTER_TENSORRT_PLUGIN``). RTLD_GLOBAL lets one plugin library use another's symbols.
-    """
-    # a plugin library links against libnvinfer, which pip's TensorRT keeps off the loader
-    # path until ``import tensorrt`` has loaded it; without TensorRT the checks below still run
-    try_import("tensorrt", TENSORRT_HINT)
-    for path in paths:
-        key = _library_key(path)
-        if key in _LOADED_LIBRARIES:
-            continue
-        problem = shared_library_problem(path)
-        if problem:
-            raise PluginLibraryError(problem)
-        try:
-            _LOADED_LIBRARIES[key] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        except OSError as exc:
-            raise PluginLibraryError(f"plugin library {path} failed to load: {one_line(str(exc))}") from None
-    return [_library_key(p) for p in paths]
-
-
-def _library_key(path: str) -> str:
-    # a bare name is the loader's search, not a file in the current folder
-    return path if is_bare_library_name(path) else os.path.realpath(path)
-
-
-def find_plugin_creator(name: str, version: str, namespace: str) -> Any | None:
-    """The registered creator (IPluginV3 or IPluginV2) of ``name``/``version`` in ``namespace``, or None."""
-    trt = import_tensorrt()
-    registry = trt.get_plugin_registry()
-    if not hasattr(registry, "get_creator"):  # before TensorRT 10: IPluginV2 creators only
-        return registry.get_plugin_creator(name, version, namespace)
-    # TensorRT >= 10 returns IPluginCreator (V2), IPluginCreatorV3One or IPluginCreatorV3Quick;
-    # a one-layer network is built here for the first two only
-    creator = registry.get_creator(name, version, namespace)
-    usable = tuple(t for t in (getattr(trt, "IPluginCreator", None), getattr(trt, "IPluginCreatorV3One", None))
-                   if t is not None)
-    if creator is not None and usable and not isinstance(creator, usable):
-        return None
-    return creator
-
-
-@attrs.frozen
-class PluginFieldValue:
-    """One plugin field: its name, TensorRT ``PluginFieldType`` member name, and values."""
-
-    name: str
-    kind: str  # "INT32" or "FLOAT32"
-    values: tuple[float, ...]
-
-
-def build_plugin_engine(creator: Any, *, layer_name: str, inputs: Sequence[tuple[str, str, tuple[int, ...]]],
-                        outputs: Sequence[str], fields: Sequence[PluginFieldValue], precision: str) -> bytes:
-    """A network of one plugin layer: ``inputs`` (name, dtype, shape) in order, ``outputs`` named in order."""
-    trt = import_tensorrt()
-    logger = _RecordingLogger.get(trt)
-    logger.drain()
-    builder = trt.Builder(logger)
-    network, strongly_typed = create_network(trt, builder)
-    tensors = [network.add_input(name, getattr(trt, _TRT_ATTRS[dtype]), shape) for name, dtype, shape in inputs]
-    numpy_types = {"INT32": np.int32, "FLOAT32": np.float32}
-    # a PluginField points at its array's memory and the collection copies only the pointers:
-    # both lists stay referenced here until the plugin has been created and added
-    arrays = [np.array(f.values, dtype=numpy_types[f.kind]) for f in fields]
-    plugin_fields = [trt.PluginField(f.name, array, getattr(trt.PluginFieldType, f.kind))
-                     for f, array in zip(fields, arrays, strict=True)]
-    collection = trt.PluginFieldCollection(plugin_fields)
-    v3_creator: Any = getattr(trt, "IPluginCreatorV3One", None)  # absent before TensorRT 10
-    if v3_creator is not None and isinstance(creator, v3_creator):
-        plugin = creator.create_plugin(layer_name, collection, trt.TensorRTPhase.BUILD)
-        layer = network.add_plugin_v3(tensors, [], plugin) if plugin is not None else None
-    else:
-        plugin = creator.create_plugin(layer_name, collection)
-        layer = network.add_plugin_v2(tensors, plugin) if plugin is not None else None
-    if layer is None:
-        why = logger.drain() or "the creator returned no plugin"
-        raise EngineBuildError(f"{layer_name}: {why} (fields {', '.join(f.name for f in fields)})")
-    if layer.num_outputs != len(outputs):
-        raise EngineBuildError(f"{layer_name} has {layer.num_outputs} outputs, expected {len(outputs)}: "
-                               f"{', '.join(outputs)}")
-    for index, name in enumerate(outputs):
-        tensor = layer.get_output(index)
-        tensor.name = name
-        network.mark_output(tensor)
-    engine = _configured_build(trt, builder, network, precision, f"the {layer_name} network",
-                               strongly_typed=strongly_typed)
-    del plugin_fields, arrays  # not before the build: the plugin may read its fields until then
-    return engine
+    return configured_build(trt, builder, network, precision, f"an engine from {name}", profile,
+                            strongly_typed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -26,8 +26,8 @@ from adapters.tensorrt_common import (
     TensorRTEngineModel,
     build_engine_from_onnx,
     cell_dtype_name,
-    dtype_name_of_torch,
     engine_model_from_bytes,
+    feed_metas,
     feed_problem,
     load_engine_model,
     profile_around,
@@ -42,9 +42,6 @@ from apex_core.engine.workload import EngineWorkload
 from apex_core.errors import UsageError
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.results import Availability, Case, Support
-
-if TYPE_CHECKING:
-    import torch
 
 DEFAULT_ENGINE_WORKLOAD = "ff-infer"
 NO_ENGINE = ("no engine given: pass --trt-engine-path PATH (a serialized engine for the workload named "
@@ -73,10 +70,6 @@ class EngineOptions:
             raise UsageError("--trt-engine-path and --trt-build exclude each other: give a serialized "
                              "engine or build one from the ONNX export, not both")
         return cls(path or None, build, workload)
-
-
-def _metas(inputs: Mapping[str, torch.Tensor]) -> dict[str, tuple[str, tuple[int, ...]]]:
-    return {name: (dtype_name_of_torch(t.dtype), tuple(t.shape)) for name, t in inputs.items()}
 
 
 def engine_support_reason(workload: str, engine_inputs: tuple[TensorSpec, ...],
@@ -146,18 +139,22 @@ class TensorRTEngineBackend(EngineBackend, Backend):
         if isinstance(workload, EngineWorkload):
             return self._file_support(workload, case, dtype_name)
         if self.options.build:
-            return self._build_support(workload, case, dtype_name)
+            if dtype_name not in ("fp16", "bf16", "fp32"):
+                return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
+            # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
+            ok, why = exportable_in(workload, case, dtype_name)
+            return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
         if not self.options.engine_path:
             return Support.no(NO_ENGINE)
         if workload.name != self.options.engine_workload:
             return Support.no(f"the engine from --trt-engine-path serves {self.options.engine_workload} only "
                               "(name its workload with --workloads)")
-        path = self.options.engine_path or ""
+        path = self.options.engine_path
         engine_inputs = self._engine_inputs.get(path) or self._model(path, "cuda").inputs
         key = (case.id, dtype_name)
         if key not in self._metas:
             # shapes and dtypes only: the same generator the cell uses, on the CPU
-            self._metas[key] = _metas(workload.make_inputs(case, "cpu", DTYPES[dtype_name], 0))
+            self._metas[key] = feed_metas(workload.make_inputs(case, "cpu", DTYPES[dtype_name], 0))
         reason = engine_support_reason(workload.name, engine_inputs, self._metas[key])
         return Support.no(reason) if reason else Support.yes()
 
@@ -170,17 +167,9 @@ class TensorRTEngineBackend(EngineBackend, Backend):
             engine_inputs = self._model(case.params.engine, "cuda").inputs
         except EngineLoadError as exc:
             return Support.no(str(exc))
-        metas = _metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
+        metas = feed_metas(workload.make_inputs(case, "cpu", DTYPES.get(dtype_name, DTYPES["fp32"]), 0))
         reason = engine_support_reason(case.params.engine, engine_inputs, metas)
         return Support.no(reason) if reason else Support.yes()
-
-    def _build_support(self, workload: Workload, case: Case, dtype_name: str) -> Support:
-        if dtype_name not in ("fp16", "bf16", "fp32"):
-            return Support.no(f"unsupported dtype: --trt-build builds fp16, bf16 or fp32, not {dtype_name}")
-
-        # the workload's export recipe, which also knows the exports that fail in one dtype (bf16)
-        ok, why = exportable_in(workload, case, dtype_name)
-        return Support.yes() if ok else Support.no(f"no ONNX export to build from: {why}")
 
     def _model(self, path: str, device: str) -> TensorRTEngineModel:
         key = (path, device)
@@ -188,22 +177,23 @@ class TensorRTEngineBackend(EngineBackend, Backend):
             self._models[key] = load_engine_model(path, device)
         return self._models[key]
 
+    def _loaded(self, path: str, device: str) -> TensorRTEngineModel:
+        """The engine at ``path`` for a cell, which is skipped if the file does not load (the worker
+        meets the file the probe saw)."""
+        try:
+            return self._model(path, device)
+        except EngineLoadError as exc:
+            raise CellSkipped(str(exc)) from None
+
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         device = str(next(iter(inputs.values())).device)
         if isinstance(workload, EngineWorkload):
-            try:
-                engine_model = self._model(case.params.engine, device)
-            except EngineLoadError as exc:
-                raise CellSkipped(str(exc)) from None
-            return prepare_engine(engine_model, case, inputs)
+            return prepare_engine(self._loaded(case.params.engine, device), case, inputs)
         if self.options.build:
             model, source = self._built_model(workload, case, inputs, device), "built from the ONNX export"
         else:
-            path = self.options.engine_path or ""
-            try:
-                model, source = self._model(path, device), path
-            except EngineLoadError as exc:  # the worker meets the file the probe saw
-                raise CellSkipped(str(exc)) from None
+            source = self.options.engine_path or ""
+            model = self._loaded(source, device)
         bound = model.bind({spec.name: inputs[spec.name] for spec in model.inputs})
         metadata = {"engine": source, "input_shapes": bound.input_shapes, "output_shapes": bound.output_shapes,
                     "profile": {s.name: [list(s.profile.min), list(s.profile.max)]

@@ -106,26 +106,22 @@ class TritonBackend(Backend):
     def prepare(self, workload: Workload, case: Case, inputs: Inputs) -> Prepared:
         launcher = implementation(workload, "triton").bind(workload, case, inputs)
         # after binding: the kernel modules are imported, and no launch has run yet
-        if interpreting():
-            cached = cached_keys(launcher.launches)
-
-            def interpreted() -> dict:
-                return {"triton_autotune": autotune_entries(launcher.launches, cached)}
-
-            return Prepared(launcher.run, launcher.outputs, launcher.metadata, INTERPRETER_NOTE,
-                            "triton_interpreter", report_metadata=interpreted)
-
-        tuners = autotuners()  # the kernel modules the binding imported, among them
-        tuning = tune_with_held_timer(tuners)
-        seeding, names, picks = self._seed_picks(inputs, tuners)
+        interpreted = interpreting()
+        if not interpreted:
+            tuners = autotuners()  # the kernel modules the binding imported, among them
+            tuning = tune_with_held_timer(tuners)
+            seeding, names, picks = self._seed_picks(inputs, tuners)
+            metadata = {**launcher.metadata, "autotune_timer": tuning, "autotune_picks": picks}
+        else:
+            seeding, names, metadata = None, {}, launcher.metadata
         before = cached_keys(launcher.launches)  # seeded keys count as cached: this cell did not tune them
 
         def chosen() -> dict:
             # read once after the cell's last call: the autotuners' choices for its launches
             return {"triton_autotune": autotune_entries(launcher.launches, before, seeding, names)}
 
-        metadata = {**launcher.metadata, "autotune_timer": tuning, "autotune_picks": picks}
-        return Prepared(launcher.run, launcher.outputs, metadata, report_metadata=chosen)
+        note, method = (INTERPRETER_NOTE, "triton_interpreter") if interpreted else ("", None)
+        return Prepared(launcher.run, launcher.outputs, metadata, note, method, report_metadata=chosen)
 
     def warm_caches(self, workload: Workload, case: Case, inputs: Inputs) -> str | None:
         """Compile every configuration of the cell's kernels into Triton's cache, launching none."""

@@ -109,10 +109,8 @@ def _ff_infer(workload: Workload, case: Case, inputs: Inputs, **options: Any) ->
 
 def _ff_infer_limits(case: Case) -> str | None:
     p = case.params
-    kernels = _kernels("ff_infer")
-    reason = kernels.shape_reason(p.channels, p.height, p.width, p.tile_size, p.level0_tiles,
-                                  p.level1_tiles)
-    return reason or _kernels("fusiongate").shape_reason(p.batch, p.channels, p.height, p.width)
+    return _kernels("ff_infer").shape_reason(p.channels, p.height, p.width, p.tile_size, p.level0_tiles,
+                                             p.level1_tiles) or _fusiongate_limits(case)
 
 
 # each named by its workload's Workload.implementations["triton"]

@@ -9,6 +9,7 @@ shipped or tuned. ``retune`` (``--retune``) skips the file: every shape is tuned
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ class ShippedPicks:
     """One process's picks file (or why there is none) and what was seeded from it."""
 
     def __init__(self, device_name: str, directory: Path | None = None) -> None:
-        self.device_name = device_name
         self.seeding = Seeding()
         path = picks_path(device_name) if directory is None else picks_path(device_name, directory)
         self.picks: Picks | None = None
@@ -51,12 +51,8 @@ class ShippedPicks:
 
 RETUNE = {"state": "retune", "reason": "--retune: every shape tuned here, the shipped picks not used"}
 
-_process_picks: ShippedPicks | None = None
 
-
+@functools.lru_cache(maxsize=1)
 def shipped_picks(device_name: str) -> ShippedPicks:
-    """This process's picks, read on first use."""
-    global _process_picks
-    if _process_picks is None or _process_picks.device_name != device_name:
-        _process_picks = ShippedPicks(device_name)
-    return _process_picks
+    """This process's picks, read on first use (and again only for another GPU model)."""
+    return ShippedPicks(device_name)

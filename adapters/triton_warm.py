@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from adapters.triton_autotune import tuning_key
@@ -48,14 +49,11 @@ def _compile_jobs(launch: Any) -> list[Callable[[], Any]]:
                 configs = kernel.prune_configs({"grid": grid, "warmup": False, **meta})
             finally:
                 kernel.nargs = None
-        return [_job(kernel.fn, args, grid, {**meta, **config.all_kwargs()}) for config in configs]
+        return [partial(kernel.fn.run, *args, grid=grid, warmup=True, **{**meta, **config.all_kwargs()})
+                for config in configs]
     if isinstance(kernel, KernelInterface):
-        return [_job(kernel, args, grid, meta)]
+        return [partial(kernel.run, *args, grid=grid, warmup=True, **meta)]
     return []
-
-
-def _job(fn: Any, args: tuple[Any, ...], grid: Any, kwargs: dict[str, Any]) -> Callable[[], Any]:
-    return lambda: fn.run(*args, grid=grid, warmup=True, **kwargs)
 
 
 def compile_launches(launches: Iterable[Any]) -> tuple[int, int]:

@@ -86,8 +86,7 @@ class _Session:
         self.command = command
         self.label = command.backend_name
         self.workload, self.case, self.inputs = workload, case, inputs
-        first = next(iter(inputs.values()))
-        self.device = first.device.type
+        self.device = next(iter(inputs.values())).device.type
         self.dtype = _cell_dtype(inputs)
         # removed when the cell's Prepared is dropped (or at exit); a killed worker leaves it in TMPDIR
         self.scratch = tempfile.TemporaryDirectory(prefix="apex-bench-ext-")

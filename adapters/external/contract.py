@@ -102,13 +102,12 @@ def parse_result(stdout: str, label: str) -> dict[str, Any]:
     text = stdout.strip()
     if not text:
         raise ExternalCommandError(f"{label} printed nothing on stdout (expected one JSON object)")
-    result: Any = None
     for candidate in (text, text.splitlines()[-1].strip()):
         try:
             result = json.loads(candidate, parse_constant=_reject_constant)
             break
         except ValueError:
-            continue
+            pass
     else:
         raise ExternalCommandError(f"{label} printed no JSON object on stdout: {excerpt(text)!r}")
     if not isinstance(result, dict):

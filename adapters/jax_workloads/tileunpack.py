@@ -38,10 +38,7 @@ def build(case: Any) -> Callable[[dict[str, Array]], dict[str, Array]]:
     blend = case.name == "blend"  # overlap uses override semantics, as the reference does
 
     def fn(inputs: dict[str, Array]) -> dict[str, Array]:
-        base, packed = inputs["base"], inputs["packed"]
-        origins, levels = inputs["origins"], inputs["levels"]
-        if blend:
-            return {"out": blend_unpack(base, packed, origins, levels, inputs["alpha"])}
-        return {"out": override_unpack(base, packed, origins, levels)}
+        args = (inputs["base"], inputs["packed"], inputs["origins"], inputs["levels"])
+        return {"out": blend_unpack(*args, inputs["alpha"]) if blend else override_unpack(*args)}
 
     return fn

@@ -15,25 +15,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from adapters import tensorrt_common
-from adapters.tensorrt_common import (
-    PLUGIN_LIB_ENV,
-    PluginLibraryError,
-    load_plugin_libraries,
-    plugin_library_paths,
-    shared_library_problem,
-    tensorrt_reason,
-)
+from adapters import tensorrt_plugin
+from adapters.tensorrt_common import tensorrt_reason
 from adapters.tensorrt_plugin import (
     DIRECTION_CODES,
     MERGE_CODES,
     NO_LIBRARY,
+    PLUGIN_LIB_ENV,
     PLUGIN_NAMESPACE,
     PLUGIN_VERSION,
     TILESSM_SCAN,
     TILEUNPACK,
+    PluginLibraryError,
     TensorRTPluginBackend,
+    load_plugin_libraries,
+    plugin_library_paths,
     plugin_unsupported_reason,
+    shared_library_problem,
 )
 from apex_core.errors import UsageError
 from apex_core.plugin_api import implementation
@@ -143,10 +141,10 @@ def test_a_real_shared_library_loads_once_and_the_next_bad_one_is_named(tmp_path
     good = compile_c(tmp_path, "int apexx_answer(void) { return 42; }\n", "libgood.so", "-shared", "-fPIC")
     assert shared_library_problem(str(good)) == ""
     assert load_plugin_libraries([str(good)]) == [os.path.realpath(good)]
-    handle = tensorrt_common._LOADED_LIBRARIES[os.path.realpath(good)]
+    handle = tensorrt_plugin._LOADED_LIBRARIES[os.path.realpath(good)]
     assert handle.apexx_answer() == 42
     load_plugin_libraries([str(good)])  # cached: the same handle, not a second load
-    assert tensorrt_common._LOADED_LIBRARIES[os.path.realpath(good)] is handle
+    assert tensorrt_plugin._LOADED_LIBRARIES[os.path.realpath(good)] is handle
     broken = compile_c(tmp_path, "int apexx_missing(void);\nint apexx_call(void) { return apexx_missing(); }\n",
                        "libbroken.so", "-shared", "-fPIC")
     with pytest.raises(PluginLibraryError) as raised:

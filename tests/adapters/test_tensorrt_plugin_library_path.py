@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters import tensorrt_common
-from adapters.tensorrt_common import (
+from adapters import tensorrt_plugin
+from adapters.tensorrt_plugin import (
     PLUGIN_LIB_ENV,
     PluginLibraryError,
+    TensorRTPluginBackend,
     load_plugin_libraries,
     plugin_library_paths,
     shared_library_problem,
 )
-from adapters.tensorrt_plugin import TensorRTPluginBackend
 from apex_core.cli.args import build_run_parser
 from apex_core.cli.run_command import backend_options_from_args
 from tests.conftest import run_cli
@@ -75,7 +75,7 @@ def test_a_file_in_the_current_folder_loads_even_from_a_worker_in_another_folder
     backend = TensorRTPluginBackend()
     backend.configure(options["tensorrt-plugin"])
     assert load_plugin_libraries(backend.libraries()) == [os.path.realpath(library)]
-    assert tensorrt_common._LOADED_LIBRARIES[os.path.realpath(library)].apexx_answer() == 42
+    assert tensorrt_plugin._LOADED_LIBRARIES[os.path.realpath(library)].apexx_answer() == 42
 
 
 def test_relative_and_home_paths_become_absolute(tmp_path, monkeypatch):
