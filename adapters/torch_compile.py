@@ -37,7 +37,7 @@ class TorchCompileBackend(Backend):
             reason = cuda_reason()
             if reason:
                 return Availability.no(reason)
-            _triton, reason = try_import("triton", "pip install triton")
+            _triton, reason = try_import("triton", "pip install 'apex-bench[triton]'")
             if reason:
                 return Availability.no(f"inductor needs triton on CUDA: {reason}")
             return Availability.yes()

@@ -84,7 +84,7 @@ class TritonBackend(Backend):
             return None, {}, {"state": "none", "reason": f"picks not used: {describe_exception(exc)}"}
 
     def probe(self, device: str) -> Availability:
-        _triton, reason = try_import("triton", "pip install triton; Linux only")
+        _triton, reason = try_import("triton", "pip install 'apex-bench[triton]'; Linux only")
         if reason:
             return Availability.no(reason)
         if device == "cpu":
