@@ -161,8 +161,7 @@ def main(argv: list[str]) -> int:
             print(f"{case.id}: export failed: {reason}", file=sys.stderr)
             continue
         models.append(model_record(exported, output_dir))
-        labels = (label for axes in exported.dynamic_axes.values() for label in axes.values())
-        dynamic = list(dict.fromkeys(labels))
+        dynamic = dict.fromkeys(label for axes in exported.dynamic_axes.values() for label in axes.values())
         print(f"{case.id}: wrote {path} (dynamic: {', '.join(dynamic) or 'none'})")
     # workloads that lack the profile were exported with their defaults: the manifest says which
     fallbacks = sorted({w.name for w, _case in selected if args.profile not in w.profile_names()})

@@ -37,7 +37,7 @@ from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.running.autotune import summarize_autotune
 from apex_core.running.env_vars import overlaid_environ
 from apex_core.running.runner import run_plan, utc_now
-from apex_core.timing import DEFAULT_PLACEMENTS, TimingOptions
+from apex_core.timing import TimingOptions
 
 DEFAULT_DIR = Path("artifacts")
 DEFAULT_JSON = DEFAULT_DIR / "apex-bench.json"
@@ -73,10 +73,8 @@ def timing_options(args: Any, device: str) -> TimingOptions:
         return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
                              max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
                              graph=args.graph, timer=args.timer, hold=args.hold,
-                             subtract_floor=args.subtract_floor,
-                             floor_sampling=args.floor_sampling, energy=args.energy,
-                             placements=getattr(args, "placements", DEFAULT_PLACEMENTS),
-                             fixed_iters=getattr(args, "fixed_iters", None))
+                             subtract_floor=args.subtract_floor, floor_sampling=args.floor_sampling,
+                             energy=args.energy, placements=args.placements, fixed_iters=args.fixed_iters)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
