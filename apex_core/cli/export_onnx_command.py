@@ -13,7 +13,7 @@ import torch
 from apex_core.cli.values import OneLineParser
 from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, one_line
 from apex_core.files import atomic_write_text, check_writable
 from apex_core.interfaces import Workload
 from apex_core.measure.environment import package_version
@@ -154,8 +154,7 @@ def main(argv: list[str]) -> int:
         try:
             exported = export_workload(workload, case, args.dtype, path)
         except Exception as exc:  # one case's failure (exporter, file system) must not end the rest
-            reason = str(exc) if isinstance(exc, ExportError) else f"{type(exc).__name__}: {exc}"
-            reason = " ".join(reason.split())
+            reason = one_line(str(exc) if isinstance(exc, ExportError) else f"{type(exc).__name__}: {exc}")
             failed += 1
             skipped.append({"workload": workload.name, "case": case.name, "reason": reason, "error": True})
             print(f"{case.id}: export failed: {reason}", file=sys.stderr)
