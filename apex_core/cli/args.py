@@ -23,7 +23,7 @@ from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
 from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
 
-_EXIT_CODES = """\
+EXIT_CODES = f"""\
 exit codes:
   0  every requested cell ran (ok or skipped with a reason) and any gate passed
   1  a cell was incorrect, suspect, errored, crashed or timed out, or a gate failed, or (--strict)
@@ -31,15 +31,9 @@ exit codes:
   2  usage error (unknown name, bad value, unwritable output, missing device)
   3  internal error of apex-bench (one line on stderr names the file with its traceback)
   130 / 143  interrupted by Ctrl-C / SIGTERM (the report on disk is valid, status interrupted)
+
+subcommands: {', '.join(SUBCOMMANDS)} (apex-bench SUBCOMMAND --help)
 """
-
-
-def subcommands_epilog() -> str:
-    """The subcommands line of ``apex-bench --help``, from the dispatch table itself."""
-    return f"subcommands: {', '.join(SUBCOMMANDS)} (apex-bench SUBCOMMAND --help)\n"
-
-
-EXIT_CODES = f"{_EXIT_CODES}\n{subcommands_epilog()}"
 
 
 def plugin_library(text: str) -> str:
@@ -76,8 +70,6 @@ def _dtype_list(text: str) -> list[str]:
     for item in items:
         if item not in DTYPES:
             raise argparse.ArgumentTypeError(f"unknown dtype {item!r}; valid: {', '.join(DTYPES)}")
-    if not items:
-        raise argparse.ArgumentTypeError("no dtype given")
     return items
 
 

@@ -87,13 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="apex-bench attest",
         description="List each artifact with path, sha256, size and PASS/FAIL/N/A, and each gate.",
         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--report", action="append", default=[], metavar="REPORT",
+    parser.add_argument("--report", action="append", default=[], type=Path, metavar="REPORT",
                         help="an apex-bench JSON report (repeatable; required artifact)")
-    parser.add_argument("--summary", action="append", default=[], metavar="SUMMARY",
+    parser.add_argument("--summary", action="append", default=[], type=Path, metavar="SUMMARY",
                         help="a compare summary JSON (repeatable; required; one gate each)")
-    parser.add_argument("--artifact", action="append", default=[], metavar="PATH",
+    parser.add_argument("--artifact", action="append", default=[], type=Path, metavar="PATH",
                         help="any other file to hash (repeatable; required, N/A when present)")
-    parser.add_argument("--optional-artifact", action="append", default=[], metavar="PATH",
+    parser.add_argument("--optional-artifact", action="append", default=[], type=Path, metavar="PATH",
                         help="like --artifact, but N/A rather than FAIL when it is missing")
     parser.add_argument("--output-json", required=True, type=Path, help="the attestation JSON")
     parser.add_argument("--output-md", required=True, type=Path, help="the attestation Markdown")
@@ -102,15 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read(path: Path, flag: str) -> bytes | None:
-    """The file's bytes (a regular file of at most ``MAX_JSON_BYTES``), or None when there is none;
-    a FIFO, a device, a folder or a larger file is a usage error, never a blocked or endless read."""
+def _load(path: Path, flag: str) -> tuple[bytes, dict[str, Any]] | None:
+    """The file's bytes (a regular file of at most ``MAX_JSON_BYTES``) and its JSON object, or None when
+    there is no file; a FIFO, a device, a folder or a larger file is a usage error, never a blocked or
+    endless read."""
     if not os.path.lexists(path):
         return None
     try:
-        return read_regular_file(path)
+        data = read_regular_file(path)
+        record = parse_json(data, path)
     except InputFileError as exc:
         raise UsageError(f"{flag} {exc}") from None
+    if not isinstance(record, dict):
+        raise UsageError(f"{flag} {path}: expected a JSON object, got {type(record).__name__}")
+    return data, record
 
 
 def _digest(path: Path, flag: str) -> tuple[str, int] | None:
@@ -131,16 +136,6 @@ def _digest(path: Path, flag: str) -> tuple[str, int] | None:
     except ValueError:
         raise UsageError(f"{flag} {path}: not a regular file") from None
     return digest.hexdigest(), size
-
-
-def _parse(data: bytes, path: Path, flag: str) -> dict[str, Any]:
-    try:
-        record = parse_json(data, path)
-    except InputFileError as exc:
-        raise UsageError(f"{flag} {exc}") from None
-    if not isinstance(record, dict):
-        raise UsageError(f"{flag} {path}: expected a JSON object, got {type(record).__name__}")
-    return record
 
 
 def _field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], path: Path,
@@ -181,8 +176,8 @@ def gate_of(record: dict[str, Any], path: Path) -> Gate:
     return Gate(suite, status, str(path), len(checks), tuple(str(m) for m in failing))
 
 
-def _artifact(path: Path, kind: str, required: bool, data: bytes | tuple[str, int] | None, status: str,
-              reason: str, manifest: str | None = None) -> Artifact:
+def _artifact(path: Path, kind: str, required: bool, data: bytes | tuple[str, int] | None,
+              status: str = NOT_APPLICABLE, reason: str = "", manifest: str | None = None) -> Artifact:
     """One row; ``data`` is the file's bytes, or its (sha256, size) when hashed as it was read."""
     if data is None:
         return Artifact(str(path), kind, required, False, None, None,
@@ -198,29 +193,27 @@ def attest(reports: list[Path], summaries: list[Path], artifacts: list[Path],
     rows: list[Artifact] = []
     gates: list[Gate] = []
     for path in reports:
-        data = _read(path, "--report")
-        if data is None:
-            rows.append(_artifact(path, "report", True, None, FAIL, ""))
+        loaded = _load(path, "--report")
+        if loaded is None:
+            rows.append(_artifact(path, "report", True, None))
             continue
-        record = _parse(data, path, "--report")
+        data, record = loaded
         status, reason = judge_report(record, path)
         replay = record.get("replay")
         manifest = replay.get("manifest_sha256") if isinstance(replay, dict) else None
         rows.append(_artifact(path, "report", True, data, status, reason, manifest))
     for path in summaries:
-        data = _read(path, "--summary")
-        if data is None:
-            rows.append(_artifact(path, "summary", True, None, FAIL, ""))
+        loaded = _load(path, "--summary")
+        if loaded is None:
+            rows.append(_artifact(path, "summary", True, None))
             continue
-        gate = gate_of(_parse(data, path, "--summary"), path)
+        gate = gate_of(loaded[1], path)
         gates.append(gate)
-        reason = f"gate {gate.suite}: {gate.status}"
-        rows.append(_artifact(path, "summary", True, data, PASS if gate.status == "pass" else FAIL,
-                              reason))
-    for paths, required, flag in ((artifacts, True, "--artifact"),
-                                  (optional, False, "--optional-artifact")):
+        rows.append(_artifact(path, "summary", True, loaded[0], PASS if gate.status == "pass" else FAIL,
+                              f"gate {gate.suite}: {gate.status}"))
+    for paths, required, flag in ((artifacts, True, "--artifact"), (optional, False, "--optional-artifact")):
         for path in paths:
-            rows.append(_artifact(path, "artifact", required, _digest(path, flag), NOT_APPLICABLE, ""))
+            rows.append(_artifact(path, "artifact", required, _digest(path, flag)))
     return Attestation(utc_now(), strict, tuple(rows), tuple(gates))
 
 
@@ -279,9 +272,7 @@ def main(argv: list[str]) -> int:
         raise UsageError("attest: nothing to attest; give --report, --summary or --artifact")
     check_writable(args.output_json, "--output-json")
     check_writable(args.output_md, "--output-md")
-    att = attest([Path(p) for p in args.report], [Path(p) for p in args.summary],
-                 [Path(p) for p in args.artifact], [Path(p) for p in args.optional_artifact],
-                 strict=args.strict)
+    att = attest(args.report, args.summary, args.artifact, args.optional_artifact, strict=args.strict)
     # both texts exist before either file is written: no half-written attestation
     json_text = json.dumps(attestation_record(att), indent=2) + "\n"
     markdown = render_markdown(att)

@@ -11,7 +11,7 @@ from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_MIN_EFFECT, DEFAULT_
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, parse_metric_list
 from apex_core.baseline.io import SMALLEST_NORMAL, load_baseline, load_report, write_baseline
 from apex_core.baseline.promote import MIN_RUNS, MetricChange, PromotionRefused, promote
-from apex_core.cli.values import OneLineParser
+from apex_core.cli.values import OneLineParser, number
 from apex_core.files import check_writable
 
 # the baseline schema's bounds: beyond them a limit lets any slowdown pass
@@ -20,10 +20,7 @@ MAX_RATIO, MAX_LIMIT = 1e5, 1e9
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    value = number(text, float, "a number >= 0")
     if not value >= 0 or not math.isfinite(value):  # also refuses nan and inf
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     if 0 < value < SMALLEST_NORMAL:  # compare would refuse the baseline it is written into

@@ -34,27 +34,28 @@ exit codes:
 """
 
 
+def _optional_path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
 @attrs.frozen(kw_only=True)
 class GateOptions:
     """What one comparison needs besides the report: the baseline and where the artifacts go."""
 
     baseline: Baseline
     baseline_path: Path
-    summary: Path | None = None
-    trend: Path | None = None
-    markdown: Path | None = None
+    summary: Path | None = attrs.field(default=None, converter=_optional_path)
+    trend: Path | None = attrs.field(default=None, converter=_optional_path)
+    markdown: Path | None = attrs.field(default=None, converter=_optional_path)
     allow_missing: bool = False
     force: bool = False
 
-    def outputs(self) -> tuple[tuple[Path | None, str], ...]:
-        return ((self.summary, "--summary"), (self.trend, "--trend-output"), (self.markdown, "--markdown"))
-
-
-def check_outputs(paths: tuple[tuple[Path | None, str], ...]) -> None:
-    """Fail before any work when an artifact path cannot be written."""
-    for path, flag in paths:
-        if path is not None:
-            check_writable(path, flag)
+    def check_outputs(self, markdown_flag: str = "--markdown") -> None:
+        """Fail before any work when an artifact path cannot be written."""
+        for path, flag in ((self.summary, "--summary"), (self.trend, "--trend-output"),
+                           (self.markdown, markdown_flag)):
+            if path is not None:
+                check_writable(path, flag)
 
 
 def _print_table(summary: CompareSummary, out: TextIO) -> None:
@@ -68,26 +69,11 @@ def _print_table(summary: CompareSummary, out: TextIO) -> None:
     Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
 
 
-def report_gate(summary: CompareSummary, out: TextIO, *, quiet: bool = False) -> int:
-    """Print the table (unless quiet) and the one-line outcome; returns the gate's exit code."""
-    if not quiet:
-        _print_table(summary, out)
-        for difference in summary.environment_differences:
-            print(f"note: environment differs: {difference}", file=out)
-    failed = summary.failed_checks
-    forced = " (forced across differing environments)" if summary.forced else ""
-    names = f": {', '.join(c.metric for c in failed)}" if failed else ""
-    print(f"apex-bench compare: {summary.status.upper()}{forced}, {len(failed)} of {len(summary.checks)} "
-          f"metrics failed{names}", file=out, flush=True)
-    return 1 if failed else 0
-
-
-def run_gate(options: GateOptions, report_paths: Path | list[Path], *, out: TextIO | None = None,
-             quiet: bool = False) -> int:
-    """Compare the report(s) with the baseline, write the artifacts, print the outcome; 0 pass, 1 fail."""
+def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bool = False) -> int:
+    """Compare the report(s) with the baseline, write the artifacts, then print the table (unless
+    quiet) and the one-line outcome; returns 0 pass, 1 fail."""
     paths = report_paths if isinstance(report_paths, list) else [report_paths]
-    reports = [load_report(path) for path in paths]
-    summary = compare(options.baseline, options.baseline_path, reports,
+    summary = compare(options.baseline, options.baseline_path, [load_report(path) for path in paths],
                       allow_missing=options.allow_missing, force=options.force)
     # Every input is valid from here on: only now do artifacts appear.
     if options.summary is not None:
@@ -96,11 +82,16 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, out: Text
         write_json(options.trend, trend_record(summary))
     if options.markdown is not None:
         atomic_write_text(options.markdown, render_markdown(summary))
-    return report_gate(summary, out or sys.stdout, quiet=quiet)
-
-
-def _optional_path(value: str | None) -> Path | None:
-    return None if value is None else Path(value)
+    if not quiet:
+        _print_table(summary, sys.stdout)
+        for difference in summary.environment_differences:
+            print(f"note: environment differs: {difference}")
+    failed = summary.failed_checks
+    forced = " (forced across differing environments)" if summary.forced else ""
+    names = f": {', '.join(c.metric for c in failed)}" if failed else ""
+    print(f"apex-bench compare: {summary.status.upper()}{forced}, {len(failed)} of {len(summary.checks)} "
+          f"metrics failed{names}", flush=True)
+    return 1 if failed else 0
 
 
 def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:
@@ -118,12 +109,9 @@ def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:
     stem = json_path.with_suffix("")
     options = GateOptions(
         baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
-        summary=Path(args.summary or f"{stem}.compare.json"),
-        trend=Path(args.trend_output or f"{stem}.trend.json"),
-        markdown=Path(args.compare_md or f"{stem}.compare.md"),
-        allow_missing=args.allow_missing, force=args.force)
-    check_outputs(((options.summary, "--summary"), (options.trend, "--trend-output"),
-                   (options.markdown, "--compare-md")))
+        summary=args.summary or f"{stem}.compare.json", trend=args.trend_output or f"{stem}.trend.json",
+        markdown=args.compare_md or f"{stem}.compare.md", allow_missing=args.allow_missing, force=args.force)
+    options.check_outputs("--compare-md")
     return options
 
 
@@ -171,28 +159,21 @@ def build_parser() -> OneLineParser:
 def main(argv: list[str]) -> int:
     """``apex-bench compare ...``; returns 0 pass, 1 fail (usage errors raise, exit 2)."""
     args = build_parser().parse_args(argv)
-    if args.against is not None:
-        return _against_history(args)
-    if args.history is not None:
-        raise UsageError("--history needs --against")
-    options = GateOptions(baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
-                          summary=_optional_path(args.summary), trend=_optional_path(args.trend_output),
-                          markdown=_optional_path(args.markdown), allow_missing=args.allow_missing,
+    if args.against is None:
+        if args.history is not None:
+            raise UsageError("--history needs --against")
+        baseline, where = load_baseline(args.baseline), args.baseline
+    else:
+        # the baseline emitted on the fly from the history's matching runs
+        currents = [load_report(path) for path in args.current]
+        with tempfile.TemporaryDirectory(prefix="apex-bench-against-") as work:
+            runs = baseline_reports_from_history(args.history, args.against, currents, Path(work))
+            baseline = emit_baseline(runs)
+        where = f"history {args.history or 'default'} --against {args.against} ({describe_runs(runs)})"
+    options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=args.summary,
+                          trend=args.trend_output, markdown=args.markdown, allow_missing=args.allow_missing,
                           force=args.force)
-    check_outputs(options.outputs())
-    return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)
-
-
-def _against_history(args: argparse.Namespace) -> int:
-    """``compare --against SPEC``: the baseline emitted on the fly from the history's matching runs."""
-    currents = [load_report(path) for path in args.current]
-    with tempfile.TemporaryDirectory(prefix="apex-bench-against-") as work:
-        runs = baseline_reports_from_history(args.history, args.against, currents, Path(work))
-        baseline = emit_baseline(runs)
-    where = f"history {args.history or 'default'} --against {args.against} ({describe_runs(runs)})"
-    options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=_optional_path(args.summary),
-                          trend=_optional_path(args.trend_output), markdown=_optional_path(args.markdown),
-                          allow_missing=args.allow_missing, force=args.force)
-    check_outputs(options.outputs())
-    print(f"apex-bench compare: against {where}", flush=True)  # which runs the verdict is about
+    options.check_outputs()
+    if args.against is not None:
+        print(f"apex-bench compare: against {where}", flush=True)  # which runs the verdict is about
     return run_gate(options, [Path(path) for path in args.current], quiet=args.quiet)

@@ -8,16 +8,13 @@ not exist, PyYAML missing) are usage errors, before any work starts.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from apex_core.config_file import CONFIG_ENV, DISCOVER_ENV, config_path, discover_folders, read_config
 from apex_core.discovery.yaml_loader import yaml_missing_reason
 from apex_core.errors import UsageError, printable
-from apex_core.running.env_vars import overlaid_environ
 
 
 def configured_variables(args: Any) -> dict[str, str]:
@@ -32,22 +29,15 @@ def configured_variables(args: Any) -> dict[str, str]:
         flagged.append(str(folder))
     variables = {CONFIG_ENV: str(path)} if path is not None else {}
     inherited = [p for p in os.environ.get(DISCOVER_ENV, "").split(os.pathsep) if p.strip()]
+    discover = os.pathsep.join([*inherited, *flagged])
     if flagged:
-        variables[DISCOVER_ENV] = os.pathsep.join([*inherited, *flagged])
-    folders = discover_folders(config, path, {DISCOVER_ENV: os.pathsep.join([*inherited, *flagged])})
+        variables[DISCOVER_ENV] = discover
+    folders = discover_folders(config, path, {DISCOVER_ENV: discover})
     for folder in folders:
         if not folder.is_dir():
             raise UsageError(f"{path}: discover folder {str(folder)!r} does not exist")
-    if folders:
-        missing = yaml_missing_reason()
-        if missing:
-            raise UsageError(missing)
+    missing = yaml_missing_reason() if folders else None
+    if missing:
+        raise UsageError(missing)
     return variables
 
-
-@contextlib.contextmanager
-def configured_environment(args: Any) -> Iterator[dict[str, str]]:
-    """Export ``configured_variables(args)`` for the duration of the run, then put the old values back."""
-    variables = configured_variables(args)
-    with overlaid_environ(variables):
-        yield variables

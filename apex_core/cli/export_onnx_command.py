@@ -13,7 +13,7 @@ import torch
 from apex_core.cli.values import OneLineParser
 from apex_core.correctness import DTYPES
 from apex_core.engine.onnx_export import OPSET, ExportedModel, ExportError, export_workload, exportable_in
-from apex_core.errors import UsageError
+from apex_core.errors import UsageError, one_line
 from apex_core.files import atomic_write_text, check_writable
 from apex_core.interfaces import Workload
 from apex_core.measure.environment import package_version
@@ -154,15 +154,13 @@ def main(argv: list[str]) -> int:
         try:
             exported = export_workload(workload, case, args.dtype, path)
         except Exception as exc:  # one case's failure (exporter, file system) must not end the rest
-            reason = str(exc) if isinstance(exc, ExportError) else f"{type(exc).__name__}: {exc}"
-            reason = " ".join(reason.split())
+            reason = one_line(str(exc) if isinstance(exc, ExportError) else f"{type(exc).__name__}: {exc}")
             failed += 1
             skipped.append({"workload": workload.name, "case": case.name, "reason": reason, "error": True})
             print(f"{case.id}: export failed: {reason}", file=sys.stderr)
             continue
         models.append(model_record(exported, output_dir))
-        labels = (label for axes in exported.dynamic_axes.values() for label in axes.values())
-        dynamic = list(dict.fromkeys(labels))
+        dynamic = dict.fromkeys(label for axes in exported.dynamic_axes.values() for label in axes.values())
         print(f"{case.id}: wrote {path} (dynamic: {', '.join(dynamic) or 'none'})")
     # workloads that lack the profile were exported with their defaults: the manifest says which
     fallbacks = sorted({w.name for w, _case in selected if args.profile not in w.profile_names()})

@@ -86,12 +86,10 @@ def baseline_reports_from_history(history_path: str | None, spec: str, currents:
     key, _ = environment_identity(first)
     ours = {(c.suite, c.timestamp_utc) for c in currents}
     with HistoryStore.open(history_path, create=False) as history:
-        if spec == "latest":
-            found = history.runs(environment_key=key)
-        else:
-            found = history.resolve(spec, environment_key=key)
+        latest = spec == "latest"
+        found = history.runs(environment_key=key) if latest else history.resolve(spec, environment_key=key)
         usable = [r for r in found if (r.suite, r.timestamp_utc) not in ours and r.status == "complete"]
-        if spec == "latest":
+        if latest:
             usable = usable[:1]
         if not usable:
             raise HistoryError(history.path, f"--against {spec}: no complete run in this environment "

@@ -6,7 +6,7 @@ import argparse
 import json
 from collections import defaultdict
 
-from apex_core.cli.values import OneLineParser, positive_int, positive_seconds
+from apex_core.cli.values import OneLineParser, number, positive_int, positive_seconds
 from apex_core.history import (
     DEFAULT_TIMEOUT_S,
     HISTORY_ENV_VAR,
@@ -22,10 +22,7 @@ from apex_core.history.rows import METRIC_COLUMNS
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05, got {text!r}") from None
+    value = number(text, float, "a fraction such as 0.05")
     if not (0 <= value < 10):
         raise argparse.ArgumentTypeError(f"must be >= 0 and < 10, got {text!r}")
     return value
@@ -55,7 +52,6 @@ def build_parser() -> OneLineParser:
     listing.add_argument("--commit", help="only runs at this commit (a prefix)")
     listing.add_argument("--environment", metavar="ID", help="only runs in this environment (an id prefix)")
     show = commands.add_parser("show", help="one run: git state, environment, every cell")
-    add_history_options(listing)
     show.add_argument("run", metavar="RUN", help="latest, a run id, a tag or a commit (the newest match)")
     show.add_argument("--json", action="store_true", help="print the run's whole JSON report instead")
     trend = commands.add_parser(
@@ -63,7 +59,6 @@ def build_parser() -> OneLineParser:
         description="Print each matching cell's series of METRIC over the runs, oldest first, and its "
         "change points: binary segmentation on the median, a step of at least --min-step held for "
         "--min-segment runs on each side and standing out of the noise (docs/history.md).")
-    add_history_options(show)
     trend.add_argument("metric", metavar="METRIC",
                        help=f"one of {', '.join(METRIC_COLUMNS)} (or {', '.join(METRIC_ALIASES)})")
     for name in ("workload", "case", "backend", "dtype", "device"):
@@ -74,38 +69,37 @@ def build_parser() -> OneLineParser:
                        help=f"smallest relative step reported ({MIN_RELATIVE_STEP:g})")
     trend.add_argument("--min-segment", type=positive_int, default=MIN_SEGMENT,
                        help=f"runs a level must hold on each side of a step ({MIN_SEGMENT})")
-    add_history_options(trend)
+    for command in (listing, show, trend):
+        add_history_options(command)
     return parser
 
 
-def _list(store: HistoryStore, args: argparse.Namespace) -> int:
+def _list(store: HistoryStore, args: argparse.Namespace) -> None:
     runs = store.runs(environment_key=args.environment, tag=args.tag, commit=args.commit, limit=args.limit)
     for line in render.run_list(runs):
         print(line)
-    return 0
 
 
-def _show(store: HistoryStore, args: argparse.Namespace) -> int:
+def _show(store: HistoryStore, args: argparse.Namespace) -> None:
     matches = store.resolve(args.run)
     run = store.run(matches[0].run_id)
     if args.json:
         print(json.dumps(run.report, indent=2))
-        return 0
+        return
     if len(matches) > 1:
         print(f"{args.run!r} names {len(matches)} runs; showing the newest, run {matches[0].run_id}")
     for line in render.run_details(run):
         print(line)
-    return 0
 
 
-def _trend(store: HistoryStore, args: argparse.Namespace) -> int:
+def _trend(store: HistoryStore, args: argparse.Namespace) -> None:
     column = metric_column(args.metric)
     points = store.series(column, workload=args.workload, case=args.case, backend=args.backend,
                           dtype=args.dtype, device=args.device, environment_key=args.environment,
                           limit=args.limit)
     if not points:
         print(f"no ok cell with a {column} matches in {store.path}")
-        return 0
+        return
     series: dict[tuple[str, ...], list[SeriesPoint]] = defaultdict(list)
     for point in points:
         series[point.cell_key].append(point)
@@ -117,7 +111,6 @@ def _trend(store: HistoryStore, args: argparse.Namespace) -> int:
                                 min_relative_step=args.min_step)
         for line in ([""] if index else []) + render.trend(column, values, changes, method):
             print(line)
-    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -126,4 +119,5 @@ def main(argv: list[str]) -> int:
         argv = ["list", *argv]  # a bare 'history' lists the runs
     args = build_parser().parse_args(argv)
     with open_history(args) as store:
-        return {"list": _list, "show": _show, "trend": _trend}[args.command](store, args)
+        {"list": _list, "show": _show, "trend": _trend}[args.command](store, args)
+    return 0

@@ -24,26 +24,22 @@ from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_pr
 from apex_core.running.workers import WorkerPool, pool_prober
 
 
-def plugin_rows(registry: Registry, device: str, probes: Probes | None = None) -> list[PluginRow]:
-    """One row per discovered plugin; backends are probed on ``device`` (in this process by default)."""
-    probes = probes or Probes(registry.backends, inline_prober(registry.backends))
+def plugin_rows(registry: Registry, device: str, probes: Probes) -> list[PluginRow]:
+    """One row per discovered plugin; backends are probed on ``device``."""
     rows: list[PluginRow] = []
     for name, backend in sorted(registry.backends.items()):
-        source = registry.sources.get(("backend", name), "")
         result = probes.result(name, device)
-        rows.append(PluginRow("backend", name, source, result.status,
+        rows.append(PluginRow("backend", name, registry.sources.get(("backend", name), ""), result.status,
                               result.reason, backend.description))
     for name, workload in sorted(registry.workloads.items()):
-        source = registry.sources.get(("workload", name), "")
-        cases = ", ".join(workload.case_names)
-        rows.append(PluginRow("workload", name, source, "ok", f"cases: {cases}", workload.description))
+        rows.append(PluginRow("workload", name, registry.sources.get(("workload", name), ""), "ok",
+                              f"cases: {', '.join(workload.case_names)}", workload.description))
     rows.extend(registry.broken)
     return sorted(rows, key=lambda r: (r.group, r.name))
 
 
 def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[str, Any]], *,
-                 inline: bool = False, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
-                 console: Any = None) -> None:
+                 inline: bool = False, probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> None:
     """Print the listing; backends get ``options`` first (availability may depend on them)."""
     for name, values in options.items():
         if name in registry.backends:
@@ -60,8 +56,8 @@ def list_plugins(registry: Registry, device: str, options: Mapping[str, Mapping[
     finally:
         if pool is not None:
             pool.close(graceful=finished)
-    print_listing(rows, device, console)
-    print_options(registry, console)
+    print_listing(rows, device)
+    print_options(registry)
     # the table folds long reasons over several lines: each problem again on one line of its own
     for row in registry.broken:
         print(f"cannot run: {row.group} {row.name!r}: {printable(one_line(row.reason))}")

@@ -19,11 +19,6 @@ from apex_core.cli.signals import interrupted_exit_code, keep_ignoring_if_stoppi
 from apex_core.cli.subcommands import SUBCOMMANDS
 from apex_core.errors import ApexBenchError, printable
 
-
-def _run_suite(argv: list[str]) -> int:
-    return run_command(build_run_parser().parse_args(argv))
-
-
 # an error of apex-bench itself, not of the user's input or a cell: its own code, not 1
 EXIT_INTERNAL = 3
 
@@ -44,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] in SUBCOMMANDS:
             return int(importlib.import_module(SUBCOMMANDS[args[0]]).main(args[1:]))
-        return _run_suite(args)
+        return run_command(build_run_parser().parse_args(args))
     except ApexBenchError as exc:  # usage errors and every other deliberate error: one line
         print(f"apex-bench: error: {printable(str(exc))}", file=sys.stderr)
         return 2

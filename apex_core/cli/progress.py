@@ -50,15 +50,13 @@ class Progress:
     def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
         if self.quiet:
             return
-        if self._progress is not None:
-            if result is None:
-                self._progress.update(self._task, total=total, completed=index,
-                                      description=cell.label)
-            else:
-                self._progress.update(self._task, completed=index + 1)
-                self._progress.console.print(f"[{index + 1}/{total}] {cell.label}: {describe(result)}",
-                                             markup=False, highlight=False)
+        if result is None:
+            if self._progress is not None:
+                self._progress.update(self._task, total=total, completed=index, description=cell.label)
             return
-        if result is not None:
-            print(f"[{index + 1}/{total}] {cell.label}: {describe(result)}", file=self.stream,
-                  flush=True)
+        line = f"[{index + 1}/{total}] {cell.label}: {describe(result)}"
+        if self._progress is None:
+            print(line, file=self.stream, flush=True)
+        else:
+            self._progress.update(self._task, completed=index + 1)
+            self._progress.console.print(line, markup=False, highlight=False)

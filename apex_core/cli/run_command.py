@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import attrs
 from apex_core.api import check_device, default_device, default_dtypes
 from apex_core.backend_options import merge_options, parse_backend_opts
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
-from apex_core.cli.config_flags import configured_environment
+from apex_core.cli.config_flags import configured_variables
 from apex_core.cli.history_args import check_history_target, record_run
 from apex_core.cli.listing import list_plugins
 from apex_core.cli.model_args import model_path
@@ -34,8 +35,9 @@ from apex_core.report.flags import strict_failures
 from apex_core.report.writer import ReportWriter, optional_output
 from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
 from apex_core.running.autotune import summarize_autotune
+from apex_core.running.env_vars import overlaid_environ
 from apex_core.running.runner import run_plan, utc_now
-from apex_core.timing import DEFAULT_PLACEMENTS, TimingOptions
+from apex_core.timing import TimingOptions
 
 DEFAULT_DIR = Path("artifacts")
 DEFAULT_JSON = DEFAULT_DIR / "apex-bench.json"
@@ -71,35 +73,18 @@ def timing_options(args: Any, device: str) -> TimingOptions:
         return TimingOptions(warmup=args.warmup, min_iters=args.iters, min_time_s=args.min_time,
                              max_time_s=args.max_time, noise_target=args.noise, cache=args.cache,
                              graph=args.graph, timer=args.timer, hold=args.hold,
-                             subtract_floor=args.subtract_floor,
-                             floor_sampling=args.floor_sampling, energy=args.energy,
-                             placements=getattr(args, "placements", DEFAULT_PLACEMENTS),
-                             fixed_iters=getattr(args, "fixed_iters", None))
+                             subtract_floor=args.subtract_floor, floor_sampling=args.floor_sampling,
+                             energy=args.energy, placements=args.placements, fixed_iters=args.fixed_iters)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
-def _engine_workload(selectors: list[str] | None) -> str | None:
-    """The one workload --trt-engine-path serves: the one named with --workloads, if any."""
-    if not selectors:
-        return None  # the backend's default (ff-infer)
-    names = list(dict.fromkeys(s.partition(":")[0].strip() for s in selectors))
-    if len(names) != 1 or names[0] == "all":
-        raise UsageError("--trt-engine-path serves one workload; name only that one with --workloads "
-                         f"(got {', '.join(names)})")
-    return names[0]
-
-
 def backend_options_from_args(args: Any, registry: Registry | None = None) -> dict[str, dict[str, Any]]:
     """The run flags meant for particular backends, keyed by backend name (only those given):
-    ``--backend-opt`` checked against each backend's declared options, and the ``--trt-*`` aliases."""
+    ``--backend-opt`` checked against each backend's declared options, and the aliases ``--retune``
+    and ``--trt-*``."""
     declared = parse_backend_opts(getattr(args, "backend_opts", []) or [], registry.backends) \
         if registry is not None else {}
-    return merge_options(_alias_options(args), declared)
-
-
-def _alias_options(args: Any) -> dict[str, dict[str, Any]]:
-    """The ``--trt-*`` flags and ``--retune``, as the options of the TensorRT and triton backends."""
     options: dict[str, dict[str, Any]] = {}
     if getattr(args, "retune", False):
         options["triton"] = {"retune": True}
@@ -109,16 +94,19 @@ def _alias_options(args: Any) -> dict[str, dict[str, Any]]:
     engine: dict[str, Any] = {}
     if args.trt_engine_path:
         engine["engine_path"] = args.trt_engine_path
-        workload = _engine_workload(args.workloads)
-        if workload:
-            engine["engine_workload"] = workload
+    if args.trt_engine_path and args.workloads:  # without --workloads, the backend's default (ff-infer)
+        names = list(dict.fromkeys(s.partition(":")[0].strip() for s in args.workloads))
+        if len(names) != 1 or names[0] == "all":
+            raise UsageError("--trt-engine-path serves one workload; name only that one with --workloads "
+                             f"(got {', '.join(names)})")
+        engine["engine_workload"] = names[0]
     if args.trt_build:
         engine["build"] = True
     if engine:
         options["tensorrt-engine"] = engine
     if args.trt_plugin_lib:
         options["tensorrt-plugin"] = {"plugin_libs": list(args.trt_plugin_lib)}
-    return options
+    return merge_options(options, declared)
 
 
 def _configure_logging(log_path: Path) -> None:
@@ -133,24 +121,12 @@ def _configure_logging(log_path: Path) -> None:
 
 
 class _IncrementalReport:
-    """Keeps the finished cells and rewrites the report files after each one.
+    """Keeps the finished cells and rewrites the report files after each one (a run's and a sweep's)."""
 
-    With ``model`` (a model file run as it is) the report is the sweep's; its cells arrive
-    filed under the model's name (``sweep.filed_callback``).
-    """
-
-    def __init__(self, plan: Plan, registry: Registry, env: dict[str, Any], writer: ReportWriter,
-                 progress: Progress, model: SweepPlan | None = None) -> None:
-        # a model's run is a sweep of one case: its report and baselines are the sweep's
-        suite = "apex-bench" if model is None else SWEEP_SUITE
-        self.base = Report(suite=suite, timestamp_utc=utc_now(), environment=env,
-                           config=plan.config(), status="running", cells=(),
-                           plugins=registry.broken, deprecations=registry.deprecations,
-                           triton_autotune=summarize_autotune(()))
+    def __init__(self, base: Report, writer: ReportWriter, progress: Progress) -> None:
+        self.base, self.writer, self.progress = base, writer, progress
         self.cells: dict[int, CellResult] = {}  # by plan index: sharded cells finish out of order
-        self.writer = writer
-        self.progress = progress
-        self.writer.write(self.base)
+        self.writer.write(base)
 
     def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
         if result is not None:
@@ -169,7 +145,7 @@ class _IncrementalReport:
 def run_command(args: Any) -> int:
     """Execute the run described by parsed ``args``; returns the exit code."""
     # the config file and --discover folders shape the registry here and in every worker
-    with configured_environment(args):
+    with overlaid_environ(configured_variables(args)):
         return _run(args)
 
 
@@ -239,7 +215,12 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         with Progress(quiet=args.quiet) as progress:
             files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path}
             writer = ReportWriter(files) if model is None else ReportWriter(files, SWEEP_FORMATS)
-            recorder = _IncrementalReport(plan, registry, env, writer, progress, model)
+            # a model's run is a sweep of one case: its report and baselines are the sweep's
+            base = Report(suite="apex-bench" if model is None else SWEEP_SUITE, timestamp_utc=utc_now(),
+                          environment=env, config=plan.config(), status="running", cells=(),
+                          plugins=registry.broken, deprecations=registry.deprecations,
+                          triton_autotune=summarize_autotune(()))
+            recorder = _IncrementalReport(base, writer, progress)
             try:
                 report = run_plan(plan, registry, isolation="inline" if args.inline else "process",
                                   environment=env, probe_timeout_s=args.probe_timeout,
@@ -257,35 +238,29 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     finally:
         scale.close()
     report = recorder.write(report.status, report.devices)
-    code = _summarize(report, json_path, md_path, log_path)
-    if recorder.writer.failure:
-        # the files hold the last report written whole; the cells after it are lost to them
-        print(f"apex-bench: error: {recorder.writer.failure}; the report on disk stops at the last "
-              "successful write", file=sys.stderr, flush=True)
-        code = max(code, 1)
+    code = _summarize(report, recorder.writer, (json_path, md_path, log_path))
     if args.strict:
-        code = max(code, _strict(report))
+        failures = strict_failures(list(report.cells), report.environment, report.config)
+        for line in failures:
+            print(f"apex-bench: --strict: {line}", flush=True)
+        if failures:
+            code = 1
     code = max(code, record_run(args, json_path))
-    if gate is None:
-        return code
-    return max(code, run_gate(gate, json_path, quiet=args.quiet))
+    return code if gate is None else max(code, run_gate(gate, json_path, quiet=args.quiet))
 
 
-def _strict(report: Report) -> int:
-    failures = strict_failures(list(report.cells), report.environment, report.config)
-    for line in failures:
-        print(f"apex-bench: --strict: {line}", flush=True)
-    return 1 if failures else 0
-
-
-def _summarize(report: Report, json_path: Path, md_path: Path, log_path: Path) -> int:
-    counts: dict[str, int] = {}
-    for cell in report.cells:
-        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
+def _summarize(report: Report, writer: ReportWriter, paths: tuple[Path, Path, Path], prog: str = "apex-bench",
+               noun: str = "cell") -> int:
+    """The closing lines of a run or a sweep; 1 when a cell failed or a report file could not be rewritten."""
+    json_path, md_path, log_path = paths
+    counts = Counter(str(cell.status) for cell in report.cells)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no cells"
-    failing = [c for c in report.cells if c.status in FAILING_STATUSES]
-    print(f"apex-bench: {summary}; report {json_path}, summary {md_path}", flush=True)
+    print(f"{prog}: {summary}; report {json_path}, summary {md_path}", flush=True)
+    failing = sum(cell.status in FAILING_STATUSES for cell in report.cells)
     if failing:
-        print(f"apex-bench: {len(failing)} cell(s) failed; details in {log_path}", flush=True)
-        return 1
-    return 0
+        print(f"{prog}: {failing} {noun}(s) failed; details in {log_path}", flush=True)
+    if writer.failure:
+        # the files hold the last report written whole; the cells after it are lost to them
+        print(f"apex-bench: error: {writer.failure}; the report on disk stops at the last successful write",
+              file=sys.stderr, flush=True)
+    return 1 if failing or writer.failure else 0

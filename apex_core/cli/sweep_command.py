@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-import attrs
 from rich.console import Console
 from rich.table import Table
 
@@ -24,7 +23,13 @@ from apex_core.cli.args import _comma_list, add_gate_args, add_sampling_args
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
 from apex_core.cli.model_args import add_shape_args
 from apex_core.cli.progress import Progress
-from apex_core.cli.run_command import _configure_logging, output_paths, timing_options
+from apex_core.cli.run_command import (
+    _configure_logging,
+    _IncrementalReport,
+    _summarize,
+    output_paths,
+    timing_options,
+)
 from apex_core.cli.signals import handle_stop_signals, interrupted_exit_code
 from apex_core.cli.values import OneLineParser, positive_int, positive_seconds, seed
 from apex_core.engine.input_shape import FLAG, with_input_shapes
@@ -39,9 +44,8 @@ from apex_core.engine.sweep import (
 from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.engine.workload import DEFAULT_INT_HIGH
 from apex_core.errors import UsageError
-from apex_core.plan import PlannedCell
 from apex_core.report.writer import ReportWriter, optional_output
-from apex_core.results import FAILING_STATUSES, CellResult, Report, Status
+from apex_core.results import Report, Status
 
 DEFAULT_JSON = Path("artifacts") / "apex-bench-sweep.json"
 DEFAULT_MD = Path("artifacts") / "apex-bench-sweep.md"
@@ -98,26 +102,6 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-class _Recorder:
-    """Rewrites the report files after every case (the runner logs failed cases' tracebacks)."""
-
-    def __init__(self, report: Report, writer: ReportWriter, progress: Progress):
-        self.report, self.writer, self.progress = report, writer, progress
-        self.cells: list[CellResult] = []
-        self.write("running")
-
-    def __call__(self, index: int, total: int, cell: PlannedCell, result: CellResult | None) -> None:
-        if result is not None:
-            self.cells.append(result)
-            self.write("running")
-        self.progress(index, total, cell, result)
-
-    def write(self, status: str) -> Report:
-        report = attrs.evolve(self.report, status=status, cells=tuple(self.cells))
-        self.writer.write(report)
-        return report
-
-
 def print_table(report: Report, out: TextIO) -> None:
     """One row per case: status, p50 / p95 / samples, and the case as given."""
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -132,26 +116,9 @@ def print_table(report: Report, out: TextIO) -> None:
     Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
 
 
-def _summarize(report: Report, paths: tuple[Path, Path, Path], quiet: bool) -> int:
-    json_path, md_path, log_path = paths
-    if not quiet:
-        print_table(report, sys.stdout)
-    counts: dict[str, int] = {}
-    for cell in report.cells:
-        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no cells"
-    print(f"apex-bench sweep: {summary}; report {json_path}, summary {md_path}", flush=True)
-    failing = [c for c in report.cells if c.status in FAILING_STATUSES]
-    if failing:
-        print(f"apex-bench sweep: {len(failing)} case(s) failed; details in {log_path}", flush=True)
-        return 1
-    return 0
-
-
 def main(argv: list[str]) -> int:
     """``apex-bench sweep ...``; returns 0, or 1 when a case or the gate failed (usage errors raise: exit 2)."""
     args = build_parser().parse_args(argv)
-
     if not args.cases and not args.input_shapes:
         raise UsageError(f"no shapes given; pass --shape-case CASE (repeatable) or {FLAG} NAME=AxBxC")
     # malformed cases fail before any file is read; --input-shape entries join every case
@@ -171,7 +138,7 @@ def main(argv: list[str]) -> int:
     handle_stop_signals()
     with Progress(quiet=args.quiet) as progress:
         writer = ReportWriter({"json": paths[0], "markdown": paths[1], "csv": csv_path}, SWEEP_FORMATS)
-        recorder = _Recorder(base, writer, progress)
+        recorder = _IncrementalReport(base, writer, progress)
         try:
             run_sweep(sweep, environment=base.environment, on_cell=recorder)
         except KeyboardInterrupt as stop:
@@ -179,12 +146,7 @@ def main(argv: list[str]) -> int:
             print(f"interrupted: partial report in {paths[0]}", flush=True)
             return interrupted_exit_code(stop)
     report = recorder.write("complete")
-    code = _summarize(report, paths, args.quiet)
-    if writer.failure:  # the files hold the last report written whole
-        print(f"apex-bench: error: {writer.failure}; the report on disk stops at the last successful write",
-              file=sys.stderr, flush=True)
-        code = max(code, 1)
-    if gate is None:
-        return code
-    return max(code, run_gate(gate, paths[0], quiet=args.quiet))
-
+    if not args.quiet:
+        print_table(report, sys.stdout)
+    code = _summarize(report, writer, paths, "apex-bench sweep", "case")
+    return code if gate is None else max(code, run_gate(gate, paths[0], quiet=args.quiet))

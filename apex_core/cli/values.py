@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 from apex_core.errors import did_you_mean, printable
+
+Number = TypeVar("Number", int, float)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -27,31 +30,30 @@ class OneLineParser(argparse.ArgumentParser):
         return did_you_mean(first, flags) if first.startswith("--") else ""
 
 
-def positive_int(text: str) -> int:
+def number(text: str, kind: Callable[[str], Number], expected: str) -> Number:
+    """``text`` as an int or float; anything else is the flag's one-line error ``expected ..., got 'text'``."""
     try:
-        value = int(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    value = number(text, int, "a positive integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    value = number(text, int, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    value = number(text, float, "a positive number")
     if not value > 0 or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
@@ -64,10 +66,7 @@ SEED_MAX = 2**63 - 1
 
 def seconds(text: str, allow_zero: bool = True) -> float:
     """A finite duration in seconds, >= 0 (or > 0), at most a week."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    value = number(text, float, "a number of seconds")
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text!r}")
     if value < 0 or (value == 0 and not allow_zero):
