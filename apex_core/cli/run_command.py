@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -16,6 +15,7 @@ from apex_core.cli.compare_command import gate_from_run_args, precheck_environme
 from apex_core.cli.config_flags import configured_variables
 from apex_core.cli.history_args import check_history_target, record_run
 from apex_core.cli.listing import list_plugins
+from apex_core.cli.log_file import configure_logging, library_output_to
 from apex_core.cli.model_args import model_path
 from apex_core.cli.progress import Progress
 from apex_core.cli.scale_args import resolve_scale
@@ -109,17 +109,6 @@ def backend_options_from_args(args: Any, registry: Registry | None = None) -> di
     return merge_options(options, declared)
 
 
-def _configure_logging(log_path: Path) -> None:
-    """Tracebacks and debug detail go to the log file, never to the terminal."""
-    handler = logging.FileHandler(log_path, mode="w", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    for name in ("apex_core", "adapters", "apex_kernels"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(handler)
-        logger.propagate = False
-
-
 class _IncrementalReport:
     """Keeps the finished cells and rewrites the report files after each one (a run's and a sweep's)."""
 
@@ -210,9 +199,9 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
         env = {**capture_environment(device, measure_device=False), **scale.environment()}
         if gate is not None:
             precheck_environment(gate, env, plan.config())
-        _configure_logging(log_path)
+        configure_logging(log_path)
         handle_stop_signals()
-        with Progress(quiet=args.quiet) as progress:
+        with library_output_to(log_path), Progress(quiet=args.quiet) as progress:
             files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path}
             writer = ReportWriter(files) if model is None else ReportWriter(files, SWEEP_FORMATS)
             # a model's run is a sweep of one case: its report and baselines are the sweep's

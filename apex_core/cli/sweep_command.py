@@ -21,10 +21,10 @@ from rich.table import Table
 
 from apex_core.cli.args import _comma_list, add_gate_args, add_sampling_args
 from apex_core.cli.compare_command import gate_from_run_args, precheck_environment, run_gate
+from apex_core.cli.log_file import configure_logging, library_output_to
 from apex_core.cli.model_args import add_shape_args
 from apex_core.cli.progress import Progress
 from apex_core.cli.run_command import (
-    _configure_logging,
     _IncrementalReport,
     _summarize,
     output_paths,
@@ -134,9 +134,9 @@ def main(argv: list[str]) -> int:
     base = empty_report(sweep)
     if gate is not None:
         precheck_environment(gate, base.environment, base.config)
-    _configure_logging(paths[2])
+    configure_logging(paths[2])
     handle_stop_signals()
-    with Progress(quiet=args.quiet) as progress:
+    with library_output_to(paths[2]), Progress(quiet=args.quiet) as progress:
         writer = ReportWriter({"json": paths[0], "markdown": paths[1], "csv": csv_path}, SWEEP_FORMATS)
         recorder = _IncrementalReport(base, writer, progress)
         try:
