@@ -43,18 +43,10 @@ def node_environment(device: str) -> dict[str, Any]:
     from apex_core.running.devices import host_gpus
 
     env = capture_environment("cpu", measure_device=False)  # no CUDA context for a listing
-    env["device"] = device
-    env["host"] = socket.gethostname()
     gpus = host_gpus() if device == "cuda" else ()
-    env["gpus"] = [attrs.asdict(card) for card in gpus]
-    env["gpu"] = gpus[0].name if gpus else None
+    env.update(device=device, host=socket.gethostname(), gpus=[attrs.asdict(card) for card in gpus],
+               gpu=gpus[0].name if gpus else None)
     return env
-
-
-def _gpu_ids() -> list[str]:
-    import ray
-
-    return [str(gpu) for gpu in ray.get_gpu_ids()]
 
 
 def _kept(plugins: bytes, env: dict[str, str], probe_timeout_s: float, plan: Any,
@@ -119,13 +111,15 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
     ``warmed`` is the cell's warm task's result (Ray starts this task only once it is in):
     it goes into the cell's record as a local builder's does.
     """
-    from apex_core.running.cell_path import cell_spec, decide_without_running, run_cell_in_pool
+    import ray
+
+    from apex_core.running.cell_path import cell_spec, decide_without_running
     from apex_core.running.workers import failed_result
 
     started = time.time()
     host = socket.gethostname()
     env = dict(worker_env)
-    gpu_ids = _gpu_ids()  # none unless the task asked for GPUs
+    gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]  # none unless the task asked for GPUs
     if gpu_ids:  # the card Ray gave this task, in the order nvidia-smi counts them
         env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids)})
     registry, pool, probes = _kept(plugins, env, probe_timeout_s, plan,
@@ -134,7 +128,7 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
     try:
         result = decide_without_running(cell, registry, probes, configure_failures)
         if result is None:
-            result = run_cell_in_pool(plan, cell, pool)
+            result = pool.run(cell_spec(plan, cell), plan.timeout_s)
             if warmed is not None:
                 from apex_core.running.prebuild import Prebuild
 
