@@ -155,10 +155,6 @@ def guard() -> Guard:
     return _guard
 
 
-def describe_changes(changes: list[Change], stage: str) -> str:
-    return f"{'; '.join(c.describe() for c in changes)} during {stage}"
-
-
 def window_problem(timing: Timing, window_ns: int) -> str:
     """Why the samples cannot be true ("" when they can): they sum past the wall time of the window."""
     window_ms = window_ns / 1e6
@@ -220,7 +216,7 @@ def stage_findings(stage: str) -> list[str]:
     """What the backend replaced of the watched functions during ``stage``, put back; a finding
     unless the checks are off (then only put back)."""
     changes = guard().restore()
-    return [describe_changes(changes, stage)] if changes and checks_on() else []
+    return [f"{'; '.join(c.describe() for c in changes)} during {stage}"] if changes and checks_on() else []
 
 
 def timing_findings(call: Callable[[], Any], device: str, timing: Timing, window_ns: int,
