@@ -230,13 +230,13 @@ class RayExecutor:
 
     def _collect(self, ref: Any, cell: Any, plan: Any, run_started: float) -> CellResult:
         try:
-            outcome = self._ray.get(ref)
+            result, started_wall_s = self._ray.get(ref)
         except Exception as exc:  # the task and its retry were lost (worker or node died)
             reason = (f"the Ray task was lost {TASK_RETRIES + 1} times (tried again once): "
                       f"{describe_exception(exc)}")
             return failed_result(cell_spec(plan, cell), Status.CRASHED, reason[:500], 0.0,
                                  log_text=str(exc))
-        return attrs.evolve(outcome.result, wait_time_s=max(0.0, outcome.started_wall_s - run_started))
+        return attrs.evolve(result, wait_time_s=max(0.0, started_wall_s - run_started))
 
     def close(self) -> None:
         """Disconnect (and stop a local instance this executor started)."""

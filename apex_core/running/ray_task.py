@@ -28,15 +28,6 @@ _KEPT: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 _BUILDERS: dict[tuple[Any, ...], Any] = {}
 
 
-@attrs.frozen
-class TaskOutcome:
-    """What one cell's task sends back: the result, where it ran, and when it started (wall clock)."""
-
-    result: CellResult
-    host: str
-    started_wall_s: float
-
-
 def node_environment(device: str) -> dict[str, Any]:
     """This node's environment record (no device measurement): versions, CPU, and its GPUs."""
     from apex_core.measure.environment import capture_environment
@@ -105,8 +96,10 @@ def warm_cell_task(plan: Any, index: int, plugins: bytes, worker_env: dict[str, 
 
 
 def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dict[str, str],
-                  worker_env: dict[str, str], probe_timeout_s: float, warmed: Any = None) -> TaskOutcome:
-    """Probe and run cell ``index`` of ``plan`` on this node; never raises for the cell's failures.
+                  worker_env: dict[str, str], probe_timeout_s: float,
+                  warmed: Any = None) -> tuple[CellResult, float]:
+    """Probe and run cell ``index`` of ``plan`` on this node, and say when the task started (wall
+    clock); never raises for the cell's failures.
 
     ``warmed`` is the cell's warm task's result (Ray starts this task only once it is in):
     it goes into the cell's record as a local builder's does.
@@ -138,5 +131,5 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
                                time.time() - started)
     device = _device_info(gpu_ids, host)
     metadata = {**result.metadata, "executor_node": host}
-    return TaskOutcome(attrs.evolve(result, device_info=device, metadata=metadata), host, started)
+    return attrs.evolve(result, device_info=device, metadata=metadata), started
 
