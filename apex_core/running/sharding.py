@@ -75,7 +75,7 @@ class CellBook:
         self._pending = collections.deque(range(len(self.cells)))
         self._results: dict[int, CellResult] = {}
         self._lock = threading.Lock()
-        self._on_cell = on_cell
+        self._on_cell: CellCallback = on_cell or (lambda *_args: None)
         self.started = time.perf_counter()
         self.stopping = threading.Event()
         # a free slot passes over a cell this says is not ready yet, while another one is
@@ -95,8 +95,7 @@ class CellBook:
                 return None
             index = next((i for i in self._pending if not self.defer(i)), self._pending[0])
             self._pending.remove(index)
-            if self._on_cell:
-                self._on_cell(index, len(self.cells), self.cells[index], None)
+            self._on_cell(index, len(self.cells), self.cells[index], None)
             return index
 
     def put_back(self, index: int) -> None:
@@ -110,8 +109,7 @@ class CellBook:
             if self.stopping.is_set():
                 return  # an interrupted run keeps only what finished before the interruption
             self._results[index] = result
-            if self._on_cell:
-                self._on_cell(index, len(self.cells), self.cells[index], result)
+            self._on_cell(index, len(self.cells), self.cells[index], result)
 
     def drain(self) -> list[int]:
         """Take every cell still queued (to record why it did not run)."""

@@ -270,11 +270,9 @@ class WorkerPool:
     def close(self, graceful: bool = True) -> None:
         """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""
         if graceful and self._process is not None and self._process.is_alive():
-            try:
+            with contextlib.suppress(OSError):  # BrokenPipeError among them: it is gone already
                 self._conn.send(None)
                 self._process.join(EXIT_WAIT_S)
-            except (BrokenPipeError, OSError):
-                pass
         self._discard()
 
 
