@@ -125,11 +125,8 @@ class Guard:
                       for where, owner, names in owners]
 
     def changes(self) -> list[Change]:
-        found = []
-        for where, owner, saved, _own in self.saved:
-            found += [Change(where, name, _now(owner, name)) for name, value in saved.items()
-                      if _now(owner, name) is not value]
-        return found
+        return [Change(where, name, _now(owner, name)) for where, owner, saved, _own in self.saved
+                for name, value in saved.items() if _now(owner, name) is not value]
 
     def restore(self) -> list[Change]:
         """Put every watched function back as first seen; what had changed."""
