@@ -67,11 +67,6 @@ def copy_bandwidth(nbytes: int = COPY_BYTES, repeats: int = 10) -> dict[str, Any
             "copy_gbps": 2 * nbytes / median / 1e9, "best_gbps": 2 * nbytes / min(seconds) / 1e9}
 
 
-def copy_bandwidth_gbps() -> float:
-    """The median copy bandwidth in GB/s (bytes read plus written)."""
-    return float(copy_bandwidth()["copy_gbps"])
-
-
 def dram_peak_gbps() -> float:
     """The device memory's peak bandwidth in GB/s from NVML: its highest clock times its bus width,
     two transfers a clock (H100 80GB HBM3: 2619 MHz x 5120 bits = 3352 GB/s, the datasheet's 3.35 TB/s)."""
@@ -167,7 +162,8 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
     if device != "cuda":
         facts["cuda_unavailable"] = "no CUDA device: GPU timers, copy bandwidth and NVML not measured"
         return facts
-    for name, measure in (("copy_gbps", copy_bandwidth_gbps), ("dram_peak_gbps", dram_peak_gbps),
+    for name, measure in (("copy_gbps", lambda: float(copy_bandwidth()["copy_gbps"])),
+                          ("dram_peak_gbps", dram_peak_gbps),
                           ("timer_floor_us", timer_floors_us), ("launch_us", launch_cost_us)):
         try:
             facts[name] = measure()

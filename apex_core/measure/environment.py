@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from apex_core.measure.doctor import device_facts
+from apex_core.measure.telemetry import start_nvml
 
 
 def package_version(name: str) -> str | None:
@@ -33,9 +34,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _run(args: list[str], cwd: str | None = None) -> str | None:
+def command_output(args: list[str], cwd: str | None = None, timeout_s: float = 10) -> str | None:
+    """What a command printed, stripped; None when it cannot run, fails or outlasts ``timeout_s``."""
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=10, cwd=cwd, check=True)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, cwd=cwd, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
@@ -44,36 +46,34 @@ def _run(args: list[str], cwd: str | None = None) -> str | None:
 def git_state(path: str | None = None) -> dict[str, Any]:
     """Commit and dirty flag of the checkout apex-bench runs from (None outside git)."""
     where = path or str(Path(__file__).resolve().parent.parent)
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=where)
+    commit = command_output(["git", "rev-parse", "HEAD"], cwd=where)
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where)
+    status = command_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where)
     return {"commit": commit, "dirty": bool(status)}
 
 
 def _nvml_info() -> dict[str, Any]:
     """Driver and clocks through NVML when nvidia-ml-py is installed; empty otherwise."""
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
+    nvml, _why = start_nvml()
+    if nvml is None:
         return {}
     try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
         info = {
-            "driver": pynvml.nvmlSystemGetDriverVersion(),
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "driver": nvml.nvmlSystemGetDriverVersion(),
+            "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz": nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
         }
-        pynvml.nvmlShutdown()
+        nvml.nvmlShutdown()
         return info
     except Exception:  # NVML present but unusable (container without the library)
         return {}
 
 
 def _smi_info() -> dict[str, Any]:
-    out = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem,clocks.max.sm",
+    out = command_output(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem,clocks.max.sm",
                 "--format=csv,noheader,nounits"])
     if not out:
         return {}

@@ -125,11 +125,8 @@ class Guard:
                       for where, owner, names in owners]
 
     def changes(self) -> list[Change]:
-        found = []
-        for where, owner, saved, _own in self.saved:
-            found += [Change(where, name, _now(owner, name)) for name, value in saved.items()
-                      if _now(owner, name) is not value]
-        return found
+        return [Change(where, name, _now(owner, name)) for where, owner, saved, _own in self.saved
+                for name, value in saved.items() if _now(owner, name) is not value]
 
     def restore(self) -> list[Change]:
         """Put every watched function back as first seen; what had changed."""
@@ -153,10 +150,6 @@ def guard() -> Guard:
     if _guard is None:
         _guard = Guard(_watched_owners())
     return _guard
-
-
-def describe_changes(changes: list[Change], stage: str) -> str:
-    return f"{'; '.join(c.describe() for c in changes)} during {stage}"
 
 
 def window_problem(timing: Timing, window_ns: int) -> str:
@@ -220,7 +213,7 @@ def stage_findings(stage: str) -> list[str]:
     """What the backend replaced of the watched functions during ``stage``, put back; a finding
     unless the checks are off (then only put back)."""
     changes = guard().restore()
-    return [describe_changes(changes, stage)] if changes and checks_on() else []
+    return [f"{'; '.join(c.describe() for c in changes)} during {stage}"] if changes and checks_on() else []
 
 
 def timing_findings(call: Callable[[], Any], device: str, timing: Timing, window_ns: int,

@@ -91,17 +91,14 @@ def plain_outputs(outputs: Any) -> None:
         if not isinstance(value, torch.Tensor):
             continue
         if type(value) is not torch.Tensor:
-            raise Suspect(f"output {name!r} is a {_named(value)}, a torch.Tensor subclass: its values can be "
-                          "computed when they are read, after the timed call; return plain tensors")
+            kind = type(value)
+            raise Suspect(f"output {name!r} is a {kind.__qualname__} (module {kind.__module__}), a "
+                          "torch.Tensor subclass: its values can be computed when they are read, after the "
+                          "timed call; return plain tensors")
         shadowed = sorted(k for k in getattr(value, "__dict__", {}) if hasattr(torch.Tensor, k))
         if shadowed:
             raise Suspect(f"output {name!r} overrides tensor methods on the instance ({', '.join(shadowed)}): "
                           "it can compute when read, after the timed call; return plain tensors")
-
-
-def _named(value: Any) -> str:
-    kind = type(value)
-    return f"{kind.__qualname__} (module {kind.__module__})"
 
 
 class SpotChecks:
@@ -296,22 +293,6 @@ def _timed(call: Callable[[], Any], sync: Callable[[], Any]) -> float:
     return (perf_counter_ns() - start) / 1e6
 
 
-def build_spot_checks(make_inputs: Callable[[int], Mapping[str, torch.Tensor]],
-                      reference: Callable[[Mapping[str, torch.Tensor]], Mapping[str, torch.Tensor]],
-                      compare: Callable[[Any, Mapping[str, torch.Tensor]], Accuracy],
-                      slots: list[Mapping[str, torch.Tensor]], first_seed: int, spots: frozenset[int],
-                      margins: Margins = MARGINS["cpu"]) -> SpotChecks:
-    """``SETS`` fresh input sets from seeds ``first_seed``, ``first_seed + 1``... with their
-    references (``reference`` upcasts as the checks do), made before timing starts."""
-    sets = []
-    for number in range(SETS):
-        inputs = make_inputs(first_seed + number)
-        sets.append(FreshSet(inputs, reference(inputs)))
-    spot = SpotChecks(sets, slots, compare, spots, margins)
-    spot.more_inputs = lambda number: make_inputs(first_seed + SETS + number)
-    return spot
-
-
 def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: int,
              slots: list[Mapping[str, torch.Tensor]], make_inputs: Callable[[int], Mapping[str, torch.Tensor]],
              first_seed: int) -> tuple[SpotChecks | None, int]:
@@ -336,8 +317,13 @@ def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: 
         return compare_outputs(outputs, expected, tolerance, STAGE)
 
     # a CUDA timer refreshes inputs only between its batches of queued samples
-    granularity = cuda_timer.BATCH if cuda else 1
-    spots = plan_spots(min_iters, granularity)
-    spot = build_spot_checks(make_inputs, reference, compare, slots, first_seed, spots,
-                             MARGINS["cuda" if cuda else "cpu"])
+    spots = plan_spots(min_iters, cuda_timer.BATCH if cuda else 1)
+    # ``SETS`` fresh input sets from seeds first_seed, first_seed + 1..., with their references,
+    # made before timing starts
+    sets = []
+    for number in range(SETS):
+        inputs = make_inputs(first_seed + number)
+        sets.append(FreshSet(inputs, reference(inputs)))
+    spot = SpotChecks(sets, slots, compare, spots, MARGINS["cuda" if cuda else "cpu"])
+    spot.more_inputs = lambda number: make_inputs(first_seed + SETS + number)
     return spot, (torch.cuda.memory_allocated() - before if cuda else 0)

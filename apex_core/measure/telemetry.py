@@ -16,6 +16,7 @@ unavailable with the reason, never a made-up number.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -56,13 +57,9 @@ def device_handle(nvml: Any, device_index: int) -> Any:
     props = torch.cuda.get_device_properties(device_index)
     bus = getattr(props, "pci_bus_id", None)
     if bus is not None:
-        domain = getattr(props, "pci_domain_id", 0)
-        device = getattr(props, "pci_device_id", 0)
-        pci = f"{domain:08x}:{bus:02x}:{device:02x}.0"
-        try:
+        pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+        with contextlib.suppress(Exception):  # older bindings or another formatting: fall back to the index
             return nvml.nvmlDeviceGetHandleByPciBusId_v2(pci)
-        except Exception:  # older bindings or another formatting: fall back to the index
-            pass
     return nvml.nvmlDeviceGetHandleByIndex(device_index)
 
 

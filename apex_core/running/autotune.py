@@ -13,8 +13,6 @@ from typing import Any
 
 from apex_core.results import CellResult
 
-SELECTION_SOURCES = ("triton_best_config", "shipped_picks", "heuristic", "registry_cache")
-
 
 def summarize_autotune(cells: Iterable[CellResult]) -> dict[str, Any]:
     """The report's ``triton_autotune`` block: a summary and one entry per kernel and shape."""

@@ -62,11 +62,8 @@ def compile_caches(fresh: bool = False, environ: Mapping[str, str] | None = None
         root = Path(tempfile.mkdtemp(prefix="apex-bench-fresh-cache-"))
         return CompileCaches(str(root), True, {var: str(root / sub) for var, sub in CACHE_VARIABLES.items()})
     root = cache_root(environ)
-    env = {}
-    for var, sub in CACHE_VARIABLES.items():
-        if environ.get(var):
-            continue  # set by the user: the worker inherits it unchanged
-        env[var] = str(root / sub)
+    # a variable the user set is not in it: the worker inherits it unchanged
+    env = {var: str(root / sub) for var, sub in CACHE_VARIABLES.items() if not environ.get(var)}
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -24,8 +24,7 @@ from apex_core.registry import Registry
 from apex_core.results import CellResult, SkipKind, Status
 from apex_core.running.prebuild import BuildAhead
 from apex_core.running.probing import ERROR, TIMEOUT, UNAVAILABLE, Probes
-from apex_core.running.sharding import SlotState
-from apex_core.running.workers import WorkerPool
+from apex_core.running.sharding import Slot
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +87,22 @@ class CellPath:
     configure_failures: Mapping[str, str]
     ahead: BuildAhead
 
-    def run(self, state: SlotState, cell: PlannedCell) -> CellResult:
-        """Decide and, if it can run, run ``cell`` on ``state``'s slot; raises WorkerStartError when
-        no worker starts."""
-        if state.slot.device is not None and state.pool is not None:
-            state.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
-        result = decide_without_running(cell, self.registry, state.probes, self.configure_failures)
+    def run(self, slot: Slot, cell: PlannedCell) -> CellResult:
+        """Decide and, if it can run, run ``cell`` on ``slot``; raises WorkerStartError when no
+        worker starts."""
+        if slot.device is not None and slot.pool is not None:
+            slot.pool.ensure_started()  # before probing: a GPU that fails here hands the cell on
+        result = decide_without_running(cell, self.registry, slot.probes, self.configure_failures)
         if result is None:
             prebuild = self.ahead.claim(cell)  # waits for a builder still warming it
-            result = _execute(self.plan, cell, self.registry, state.pool)
+            spec = cell_spec(self.plan, cell)
+            if slot.pool is not None:  # crashes and hangs become results
+                result = slot.pool.run(spec, self.plan.timeout_s)
+            else:
+                started = time.perf_counter()
+                result = execute_cell(self.registry.workloads[cell.case.workload],
+                                      self.registry.backends[cell.backend], spec)
+                log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)
             if prebuild is not None:
                 result = prebuild.stamp(result)
         else:
@@ -104,18 +110,3 @@ class CellPath:
         if result.log:
             log.error("cell %s: %s\n%s", cell.label, result.reason, result.log)
         return result
-
-
-def run_cell_in_pool(plan: Plan, cell: PlannedCell, pool: WorkerPool) -> CellResult:
-    """Run ``cell`` in ``pool``'s worker under the plan's timeout (crashes and hangs become results)."""
-    return pool.run(cell_spec(plan, cell), plan.timeout_s)
-
-
-def _execute(plan: Plan, cell: PlannedCell, registry: Registry, pool: WorkerPool | None) -> CellResult:
-    if pool is not None:
-        return run_cell_in_pool(plan, cell, pool)
-    spec = cell_spec(plan, cell)
-    started = time.perf_counter()
-    result = execute_cell(registry.workloads[cell.case.workload], registry.backends[cell.backend], spec)
-    log.debug("cell %s took %.2f s", cell.label, time.perf_counter() - started)
-    return result

@@ -14,12 +14,13 @@ It exists for tests only; no measurement should be taken with it.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 
 import torch
 
 from apex_core.errors import UsageError
+from apex_core.measure.environment import command_output
+from apex_core.measure.telemetry import start_nvml
 from apex_core.results import DeviceInfo
 
 FAKE_GPUS_ENV = "APEX_BENCH_FAKE_GPUS"
@@ -30,29 +31,22 @@ def fake_gpus() -> tuple[DeviceInfo, ...] | None:
     text = os.environ.get(FAKE_GPUS_ENV)
     if text is None:
         return None
-    cards = []
-    for index, item in enumerate(part for part in text.split(";") if part.strip()):
-        name, _, uuid = item.partition("|")
-        cards.append(DeviceInfo(index, name.strip() or "fake GPU", uuid.strip() or f"GPU-fake-{index}"))
-    return tuple(cards)
+    items = [part.partition("|") for part in text.split(";") if part.strip()]
+    return tuple(DeviceInfo(index, name.strip() or "fake GPU", uuid.strip() or f"GPU-fake-{index}")
+                 for index, (name, _, uuid) in enumerate(items))
 
 
 def _nvml_gpus() -> tuple[DeviceInfo, ...] | None:
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
+    nvml, _why = start_nvml()
+    if nvml is None:
         return None
     try:
-        pynvml.nvmlInit()
         try:
-            cards = []
-            for index in range(pynvml.nvmlDeviceGetCount()):
-                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
-                cards.append(DeviceInfo(index, _text(name), _text(uuid)))
-            return tuple(cards)
+            handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in range(nvml.nvmlDeviceGetCount())]
+            return tuple(DeviceInfo(index, _text(nvml.nvmlDeviceGetName(h)), _text(nvml.nvmlDeviceGetUUID(h)))
+                         for index, h in enumerate(handles))
         finally:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
     except Exception:  # NVML present but unusable (a container without the library)
         return None
 
@@ -62,22 +56,15 @@ def _text(value: str | bytes) -> str:
 
 
 def _smi_gpus() -> tuple[DeviceInfo, ...] | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = command_output(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"], timeout_s=30)
+    if out is None:
         return None
-    cards = []
-    for line in out.splitlines():
-        fields = [field.strip() for field in line.split(",")]
-        if len(fields) == 3 and fields[0].isdigit():
-            cards.append(DeviceInfo(int(fields[0]), fields[1], fields[2]))
-    return tuple(cards)
+    rows = [[field.strip() for field in line.split(",")] for line in out.splitlines()]
+    return tuple(DeviceInfo(int(row[0]), row[1], row[2]) for row in rows if len(row) == 3 and row[0].isdigit())
 
 
 def _torch_gpus() -> tuple[DeviceInfo, ...]:
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # indices as nvidia-smi counts them
-
     if not torch.cuda.is_available():
         return ()
     cards = []

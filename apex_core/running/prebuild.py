@@ -102,10 +102,6 @@ class BuildAhead:
         self._threads = [threading.Thread(target=self._serve, args=(pool,), name=f"apex-bench-builder-{n}",
                                           daemon=True) for n, pool in enumerate(self.pools)]
 
-    @property
-    def count(self) -> int:
-        return len(self.pools)
-
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
@@ -113,11 +109,10 @@ class BuildAhead:
     def _next(self) -> int | None:
         """The first cell in plan order no builder and no worker has taken; marked as running."""
         with self._changed:
-            for index in self._order:
-                if self._state[index] == _PENDING:
-                    self._state[index] = _RUNNING
-                    return index
-        return None
+            index = next((i for i in self._order if self._state[i] == _PENDING), None)
+            if index is not None:
+                self._state[index] = _RUNNING
+            return index
 
     def _serve(self, pool: Any) -> None:
         """One builder's loop: warm the next cell until none is left or the run stops."""

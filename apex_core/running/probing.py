@@ -64,10 +64,6 @@ class ProbeResult:
     def answered(self) -> bool:
         return self.status in (OK, UNAVAILABLE)
 
-    @classmethod
-    def from_availability(cls, availability: Availability) -> ProbeResult:
-        return cls(OK if availability.ok else UNAVAILABLE, availability.reason)
-
 
 def probe_here(backend: Backend, device: str, options: Mapping[str, Any]) -> ProbeResult:
     """Configure and probe ``backend`` in this process; exceptions become ``error`` results."""
@@ -83,7 +79,7 @@ def probe_here(backend: Backend, device: str, options: Mapping[str, Any]) -> Pro
         return ProbeResult(ERROR, f"probe() raised {describe_exception(exc)}", traceback.format_exc())
     if not isinstance(availability, Availability):
         return ProbeResult(ERROR, f"probe() returned {type(availability).__name__}, not an Availability")
-    return ProbeResult.from_availability(availability)
+    return ProbeResult(OK if availability.ok else UNAVAILABLE, availability.reason)
 
 
 Prober = Callable[[ProbeRequest], ProbeResult]
@@ -115,26 +111,27 @@ class Probes:
 
 
 def inline_prober(backends: Mapping[str, Backend], timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> Prober:
-    """A prober that calls the backends of this process, each probe under ``timeout_s`` (no crash isolation)."""
-    return lambda request: probe_with_timeout(backends[request.backend], request, timeout_s)
-
-
-def probe_with_timeout(backend: Backend, request: ProbeRequest, timeout_s: float) -> ProbeResult:
-    """``probe_here`` on a daemon thread; past ``timeout_s``, a ``timeout`` result naming where it hangs.
+    """A prober that calls the backends of this process (no crash isolation): ``probe_here`` on a
+    daemon thread; past ``timeout_s``, a ``timeout`` result naming where it hangs.
 
     The hung thread stays behind, blocked, and ends with the process: a daemon thread does
     not hold up its exit.
     """
-    answer: list[ProbeResult] = []
-    thread = threading.Thread(
-        target=lambda: answer.append(probe_here(backend, request.device, request.options)),
-        name=f"probe of {request.backend}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if answer:
-        return answer[0]
-    frame = sys._current_frames().get(thread.ident or 0)
-    stack = traceback.extract_stack(frame) if frame is not None else traceback.StackSummary()
-    text = f"probe() ran past the {timeout_s:g} s probe timeout"
-    where = where_in_stack(stack)
-    return ProbeResult(TIMEOUT, f"{text} in {where}" if where else text, "".join(stack.format()))
+
+    def probe(request: ProbeRequest) -> ProbeResult:
+        answer: list[ProbeResult] = []
+        backend = backends[request.backend]
+        thread = threading.Thread(
+            target=lambda: answer.append(probe_here(backend, request.device, request.options)),
+            name=f"probe of {request.backend}", daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+        if answer:
+            return answer[0]
+        frame = sys._current_frames().get(thread.ident or 0)
+        stack = traceback.extract_stack(frame) if frame is not None else traceback.StackSummary()
+        text = f"probe() ran past the {timeout_s:g} s probe timeout"
+        where = where_in_stack(stack)
+        return ProbeResult(TIMEOUT, f"{text} in {where}" if where else text, "".join(stack.format()))
+
+    return probe

@@ -20,6 +20,7 @@ import logging
 import math
 import socket
 import time
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,16 +48,6 @@ TASK_RETRIES = 1
 _MIN_WARM_TASK_CPUS = 1e-4
 
 
-def import_ray() -> Any:
-    """The ray module, or a one-line usage error naming the extra that installs it."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError(f"--executor ray needs Ray, which is not installed here: {RAY_EXTRA} "
-                         "(the ray extra)") from None
-    return ray
-
-
 def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Refuse an address nothing answers on (a TCP connect), before ray.init waits on it for minutes."""
     if address in ("auto", "local"):
@@ -70,8 +61,7 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         raise UsageError(f"--ray-address {address!r}: expected HOST:PORT (the head's GCS port, 6379 by "
                          "default), ray://HOST:PORT or auto")
     try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
+        socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as exc:
         raise UsageError(f"--ray-address {address}: no Ray cluster reachable there "
                          f"({exc.strerror or type(exc).__name__})") from None
@@ -109,7 +99,11 @@ class RayExecutor:
 
     def connect(self) -> ClusterFacts:
         """Reach the cluster and check it can run this plan; every failure is a one-line UsageError."""
-        ray = import_ray()
+        try:
+            import ray
+        except ImportError:
+            raise UsageError(f"--executor ray needs Ray, which is not installed here: {RAY_EXTRA} "
+                             "(the ray extra)") from None
         if self.address:
             check_reachable(self.address)
         if not ray.is_initialized():
@@ -126,9 +120,8 @@ class RayExecutor:
         where = self.address or "the local Ray instance"
         if self.device == "cuda" and resources.get("GPU", 0.0) < 1:
             self.close()
-            cpus = resources.get("CPU", 0.0)
-            raise UsageError(f"--executor ray: the Ray cluster at {where} has no GPUs (CPU {cpus:g}), and "
-                             "--device cuda gives each cell's task one")
+            raise UsageError(f"--executor ray: the Ray cluster at {where} has no GPUs (CPU "
+                             f"{resources.get('CPU', 0.0):g}), and --device cuda gives each cell's task one")
         facts = ClusterFacts(where, resources, self._node_environments())
         models = facts.gpu_models()
         if self.device == "cuda" and len(models) > 1:
@@ -163,29 +156,26 @@ class RayExecutor:
                         "task_options": dict(self.task_options), "nodes": self.facts.nodes},
                 "gpu": models[0] if self.device == "cuda" and models else None}
 
-    def warm_task_cpus(self) -> float:
-        """The CPUs one warm task asks for: an equal share of those the measuring tasks (one per
-        GPU, or one on the CPU) leave, so at most ``build_workers`` warm tasks run at once. The
-        share may be fractional (Ray counts CPUs to 1/10,000); it is rounded down to that."""
+    def _free_cpus(self) -> float:
+        """The cluster's CPUs the measuring tasks leave: they hold one per GPU (a task's default),
+        one on the CPU."""
         assert self.facts is not None, "connect() first"
-        free = self.facts.resources.get("CPU", 1.0) - self._measuring_cpus()
-        share = math.floor(max(free, 0.0) / max(1, self.build_workers) * 1e4) / 1e4
-        return max(share, _MIN_WARM_TASK_CPUS)
+        measuring = self.facts.resources.get("GPU", 0.0) if self.device == "cuda" else 1.0
+        return self.facts.resources.get("CPU", 1.0) - measuring
 
-    def _measuring_cpus(self) -> float:
-        """The CPUs the measuring tasks hold at once: one per GPU (a task's default), one on the CPU."""
-        assert self.facts is not None, "connect() first"
-        return self.facts.resources.get("GPU", 0.0) if self.device == "cuda" else 1.0
+    def warm_task_cpus(self) -> float:
+        """The CPUs one warm task asks for: an equal share of the free CPUs (``_free_cpus``), so at
+        most ``build_workers`` warm tasks run at once. The share may be fractional (Ray counts CPUs
+        to 1/10,000); it is rounded down to that."""
+        share = math.floor(max(self._free_cpus(), 0.0) / max(1, self.build_workers) * 1e4) / 1e4
+        return max(share, _MIN_WARM_TASK_CPUS)
 
     def default_warm_tasks(self) -> int:
         """``--build-workers`` by default under Ray: one warm task per CPU the measuring tasks
         leave (none on the CPU, where they would take the CPU being timed). Ray's CPU
         accounting keeps them off the measuring tasks' CPUs; on two H200s (32 CPUs) a fresh run
         took 106 s with 10 at once and 78-84 s with every free CPU (docs/perf.md, 2026-11-27)."""
-        assert self.facts is not None, "connect() first"
-        if self.device != "cuda":
-            return 0
-        return max(1, int(self.facts.resources.get("CPU", 1.0) - self._measuring_cpus()))
+        return max(1, int(self._free_cpus())) if self.device == "cuda" else 0
 
     def run(self, plan: Any, registry: Any, book: Any, configure_failures: dict[str, str],
             worker_env: dict[str, str], probe_timeout_s: float) -> tuple[DeviceUse, ...]:
@@ -221,7 +211,7 @@ class RayExecutor:
             ref = task.remote(plan_ref, index, plugins_ref, configure_failures, worker_env, probe_timeout_s,
                               warmed)
             pending[ref] = index
-        cards: dict[DeviceInfo, int] = {}
+        cards: Counter[DeviceInfo] = Counter()
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
@@ -229,25 +219,24 @@ class RayExecutor:
                     index = pending.pop(ref)
                     result = self._collect(ref, book.cells[index], plan, run_started)
                     if result.device_info is not None:
-                        cards[result.device_info] = cards.get(result.device_info, 0) + 1
+                        cards[result.device_info] += 1
                     book.finish(index, result)
         except BaseException:
             for ref in [*pending, *warming]:
                 with contextlib.suppress(Exception):  # a finished warm task cannot be cancelled
                     ray.cancel(ref, force=True)
             raise
-        ordered = sorted(cards.items(), key=lambda item: item[0].label)
-        return tuple(DeviceUse(card, count) for card, count in ordered)
+        return tuple(DeviceUse(card, cards[card]) for card in sorted(cards, key=lambda card: card.label))
 
     def _collect(self, ref: Any, cell: Any, plan: Any, run_started: float) -> CellResult:
         try:
-            outcome = self._ray.get(ref)
+            result, started_wall_s = self._ray.get(ref)
         except Exception as exc:  # the task and its retry were lost (worker or node died)
             reason = (f"the Ray task was lost {TASK_RETRIES + 1} times (tried again once): "
                       f"{describe_exception(exc)}")
             return failed_result(cell_spec(plan, cell), Status.CRASHED, reason[:500], 0.0,
                                  log_text=str(exc))
-        return attrs.evolve(outcome.result, wait_time_s=max(0.0, outcome.started_wall_s - run_started))
+        return attrs.evolve(result, wait_time_s=max(0.0, started_wall_s - run_started))
 
     def close(self) -> None:
         """Disconnect (and stop a local instance this executor started)."""

@@ -28,33 +28,16 @@ _KEPT: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 _BUILDERS: dict[tuple[Any, ...], Any] = {}
 
 
-@attrs.frozen
-class TaskOutcome:
-    """What one cell's task sends back: the result, where it ran, and when it started (wall clock)."""
-
-    result: CellResult
-    host: str
-    started_wall_s: float
-
-
 def node_environment(device: str) -> dict[str, Any]:
     """This node's environment record (no device measurement): versions, CPU, and its GPUs."""
     from apex_core.measure.environment import capture_environment
     from apex_core.running.devices import host_gpus
 
     env = capture_environment("cpu", measure_device=False)  # no CUDA context for a listing
-    env["device"] = device
-    env["host"] = socket.gethostname()
     gpus = host_gpus() if device == "cuda" else ()
-    env["gpus"] = [attrs.asdict(card) for card in gpus]
-    env["gpu"] = gpus[0].name if gpus else None
+    env.update(device=device, host=socket.gethostname(), gpus=[attrs.asdict(card) for card in gpus],
+               gpu=gpus[0].name if gpus else None)
     return env
-
-
-def _gpu_ids() -> list[str]:
-    import ray
-
-    return [str(gpu) for gpu in ray.get_gpu_ids()]
 
 
 def _kept(plugins: bytes, env: dict[str, str], probe_timeout_s: float, plan: Any,
@@ -113,19 +96,23 @@ def warm_cell_task(plan: Any, index: int, plugins: bytes, worker_env: dict[str, 
 
 
 def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dict[str, str],
-                  worker_env: dict[str, str], probe_timeout_s: float, warmed: Any = None) -> TaskOutcome:
-    """Probe and run cell ``index`` of ``plan`` on this node; never raises for the cell's failures.
+                  worker_env: dict[str, str], probe_timeout_s: float,
+                  warmed: Any = None) -> tuple[CellResult, float]:
+    """Probe and run cell ``index`` of ``plan`` on this node, and say when the task started (wall
+    clock); never raises for the cell's failures.
 
     ``warmed`` is the cell's warm task's result (Ray starts this task only once it is in):
     it goes into the cell's record as a local builder's does.
     """
-    from apex_core.running.cell_path import cell_spec, decide_without_running, run_cell_in_pool
+    import ray
+
+    from apex_core.running.cell_path import cell_spec, decide_without_running
     from apex_core.running.workers import failed_result
 
     started = time.time()
     host = socket.gethostname()
     env = dict(worker_env)
-    gpu_ids = _gpu_ids()  # none unless the task asked for GPUs
+    gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]  # none unless the task asked for GPUs
     if gpu_ids:  # the card Ray gave this task, in the order nvidia-smi counts them
         env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids)})
     registry, pool, probes = _kept(plugins, env, probe_timeout_s, plan,
@@ -134,7 +121,7 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
     try:
         result = decide_without_running(cell, registry, probes, configure_failures)
         if result is None:
-            result = run_cell_in_pool(plan, cell, pool)
+            result = pool.run(cell_spec(plan, cell), plan.timeout_s)
             if warmed is not None:
                 from apex_core.running.prebuild import Prebuild
 
@@ -144,5 +131,5 @@ def run_cell_task(plan: Any, index: int, plugins: bytes, configure_failures: dic
                                time.time() - started)
     device = _device_info(gpu_ids, host)
     metadata = {**result.metadata, "executor_node": host}
-    return TaskOutcome(attrs.evolve(result, device_info=device, metadata=metadata), host, started)
+    return attrs.evolve(result, device_info=device, metadata=metadata), started
 

@@ -16,18 +16,14 @@ from apex_core.measure.doctor import BackgroundFacts
 from apex_core.measure.environment import capture_environment
 from apex_core.plan import Plan
 from apex_core.registry import Registry
-from apex_core.results import DeviceInfo, DeviceUse, Report, Status
+from apex_core.results import DeviceInfo, Report, Status
 from apex_core.running.autotune import summarize_autotune
 from apex_core.running.cell_path import CellPath, cell_spec, planned_result, warmable_cells
 from apex_core.running.devices import pinning_env
 from apex_core.running.env_vars import overlaid_environ
 from apex_core.running.prebuild import BuildAhead
-from apex_core.running.probing import (
-    DEFAULT_PROBE_TIMEOUT_S,
-    Probes,
-    inline_prober,
-)
-from apex_core.running.sharding import CellBook, CellCallback, Slot, SlotState, retired_reason, run_slots
+from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S, Probes, inline_prober
+from apex_core.running.sharding import CellBook, CellCallback, Slot, retired_reason, run_slots
 from apex_core.running.workers import WorkerPool, WorkerStartError, pool_prober
 
 log = logging.getLogger(__name__)
@@ -97,7 +93,6 @@ def run_plan(
     env = environment if environment is not None else capture_environment(plan.device)
     book = CellBook(plan.cells, on_cell)
     status = "interrupted"
-    uses: tuple[DeviceUse, ...] = ()
     if executor is not None:
         try:
             uses = executor.run(plan, registry, book, configure_failures, dict(worker_env or {}),
@@ -106,8 +101,12 @@ def run_plan(
         finally:
             book.stopping.set()
     else:
-        states = _slot_states(plan, registry, devices, worker_env, probe_timeout_s, isolation)
-        ahead = _build_ahead(plan, registry, book, states, build_workers, configure_failures)
+        slots = _slots(plan, registry, devices, worker_env, probe_timeout_s, isolation)
+        # the run's builders (none when build_workers is 0), sharing its cards' environments in turn
+        ahead = BuildAhead(book.cells, warmable_cells(book.cells, registry, configure_failures),
+                           lambda index: cell_spec(plan, book.cells[index]), build_workers,
+                           [slot.env for slot in slots], plan.timeout_s,
+                           registry.in_memory_blob() if build_workers else b"")
         book.defer = ahead.building
         if measure_device_facts:
             # measured while the processes start; no slot takes a cell until they are in
@@ -116,18 +115,17 @@ def run_plan(
             ahead.start()
             # an inline run gets the workers' environment (the compile caches) here, then restored
             with overlaid_environ(worker_env if isolation == "inline" and worker_env else {}):
-                run_slots(states, book, CellPath(plan, registry, configure_failures, ahead).run)
+                run_slots(slots, book, CellPath(plan, registry, configure_failures, ahead).run)
             for index in book.drain():  # left by slots that were all taken out of the rotation
-                cell = book.cells[index]
-                book.finish(index, planned_result(cell, Status.ERROR, retired_reason(states)))
+                book.finish(index, planned_result(book.cells[index], Status.ERROR, retired_reason(slots)))
             status = "complete"
         finally:
             ahead.close()  # first: what builders still warm is of no use now
-            for state in states:
-                if state.pool is not None:
+            for slot in slots:
+                if slot.pool is not None:
                     # an interrupted run may leave a worker in a hanging cell: kill it, do not wait
-                    state.pool.close(graceful=status == "complete")
-        uses = tuple(use for use in (state.use() for state in states) if use is not None)
+                    slot.pool.close(graceful=status == "complete")
+        uses = tuple(use for use in (slot.use() for slot in slots) if use is not None)
     results = book.results()
     return Report(
         suite=suite,
@@ -143,41 +141,29 @@ def run_plan(
     )
 
 
-def _slot_states(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] | None,
-                 worker_env: Mapping[str, str] | None, probe_timeout_s: float,
-                 isolation: str) -> list[SlotState]:
+def _slots(plan: Plan, registry: Registry, devices: Sequence[DeviceInfo] | None,
+           worker_env: Mapping[str, str] | None, probe_timeout_s: float, isolation: str) -> list[Slot]:
     """One slot per card (or the one worker of a plain run), each with its pool and probes."""
     slots = [Slot(card, {**(worker_env or {}), **pinning_env(card)}) for card in devices] if devices \
         else [Slot(None, dict(worker_env or {}))]
-    states = []
     for slot in slots:
         if isolation == "inline":
             prober = inline_prober(registry.backends, probe_timeout_s)
-            states.append(SlotState(slot, None, Probes(registry.backends, prober, plan.options_for)))
-            continue
-        # a worker pinned to a real GPU checks it before taking work (a fake list has none to check)
-        self_test = slot.device is not None and plan.device == "cuda"
-        pool = WorkerPool(registry.in_memory_blob(), env=slot.env, self_test=self_test)
-        states.append(SlotState(slot, pool, Probes(registry.backends, pool_prober(pool, probe_timeout_s),
-                                                   plan.options_for)))
-    return states
+        else:
+            # a worker pinned to a real GPU checks it before taking work (a fake list has none to check)
+            self_test = slot.device is not None and plan.device == "cuda"
+            slot.pool = WorkerPool(registry.in_memory_blob(), env=slot.env, self_test=self_test)
+            prober = pool_prober(slot.pool, probe_timeout_s)
+        slot.probes = Probes(registry.backends, prober, plan.options_for)
+    return slots
 
 
-def _get_ready(state: SlotState, facts: BackgroundFacts, book: CellBook) -> None:
+def _get_ready(slot: Slot, facts: BackgroundFacts, book: CellBook) -> None:
     """A slot's start: its worker starts while the device facts are measured, then it waits for them."""
-    if state.pool is not None:
+    if slot.pool is not None:
         # a worker that does not start here is started (and its failure counted) with the first cell
         with contextlib.suppress(WorkerStartError):
-            state.pool.ensure_started()
+            slot.pool.ensure_started()
     facts.wait(book.stopping)
-
-
-def _build_ahead(plan: Plan, registry: Registry, book: CellBook, states: Sequence[SlotState], count: int,
-                 configure_failures: dict[str, str]) -> BuildAhead:
-    """The run's builders (none when ``count`` is 0), sharing its cards' environments in turn."""
-    warmable = warmable_cells(book.cells, registry, configure_failures)
-    plugins = registry.in_memory_blob() if count else b""
-    return BuildAhead(book.cells, warmable, lambda index: cell_spec(plan, book.cells[index]), count,
-                      [state.slot.env for state in states], plan.timeout_s, plugins)
 
 

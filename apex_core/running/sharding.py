@@ -36,33 +36,26 @@ JOIN_POLL_S = 0.1
 CellCallback = Callable[[int, int, PlannedCell, CellResult | None], None]
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Slot:
-    """Where a run's cells can run: a worker pinned to ``device`` (None: the plain one worker)."""
+    """Where a run's cells run: a worker pinned to ``device`` (None: the plain one worker), and while
+    the run lasts its worker pool (None when cells run inline) and probes, what it ran, whether it
+    is retired."""
 
     device: DeviceInfo | None
     env: dict[str, str] = attrs.field(factory=dict)
+    pool: Any = None
+    probes: Any = None
+    cells: int = 0
+    start_failures: int = 0
+    retired: str = ""
 
     @property
     def label(self) -> str:
         return self.device.label if self.device is not None else "worker"
 
-
-class SlotState:
-    """A slot while the run lasts: its worker pool and probes, what it ran, whether it is retired."""
-
-    def __init__(self, slot: Slot, pool: Any, probes: Any) -> None:
-        self.slot = slot
-        self.pool = pool  # a WorkerPool, or None when cells run inline
-        self.probes = probes
-        self.cells = 0
-        self.start_failures = 0
-        self.retired = ""
-
     def use(self) -> DeviceUse | None:
-        if self.slot.device is None:
-            return None
-        return DeviceUse(self.slot.device, self.cells, self.retired)
+        return DeviceUse(self.device, self.cells, self.retired) if self.device is not None else None
 
     def start_failed(self, exc: WorkerStartError) -> bool:
         """Count a failed worker start; True when the slot leaves the rotation because of it."""
@@ -82,14 +75,14 @@ class CellBook:
         self._pending = collections.deque(range(len(self.cells)))
         self._results: dict[int, CellResult] = {}
         self._lock = threading.Lock()
-        self._on_cell = on_cell
+        self._on_cell: CellCallback = on_cell or (lambda *_args: None)
         self.started = time.perf_counter()
         self.stopping = threading.Event()
         # a free slot passes over a cell this says is not ready yet, while another one is
         self.defer: Callable[[int], bool] = lambda _index: False
         # what each slot does before it takes its first cell (start its worker, wait until
         # nothing else measures the device)
-        self.before_first: Callable[[SlotState], None] = lambda _state: None
+        self.before_first: Callable[[Slot], None] = lambda _slot: None
 
     def take(self) -> int | None:
         """The index of the next cell to run, announced to the callback; None when none is left.
@@ -102,8 +95,7 @@ class CellBook:
                 return None
             index = next((i for i in self._pending if not self.defer(i)), self._pending[0])
             self._pending.remove(index)
-            if self._on_cell:
-                self._on_cell(index, len(self.cells), self.cells[index], None)
+            self._on_cell(index, len(self.cells), self.cells[index], None)
             return index
 
     def put_back(self, index: int) -> None:
@@ -111,21 +103,13 @@ class CellBook:
         with self._lock:
             self._pending.appendleft(index)
 
-    def waited(self) -> float:
-        return time.perf_counter() - self.started
-
     def finish(self, index: int, result: CellResult) -> None:
         """Keep a cell's result and tell the callback (one at a time: report writers are not threadsafe)."""
         with self._lock:
             if self.stopping.is_set():
                 return  # an interrupted run keeps only what finished before the interruption
             self._results[index] = result
-            if self._on_cell:
-                self._on_cell(index, len(self.cells), self.cells[index], result)
-
-    def remaining(self) -> list[int]:
-        with self._lock:
-            return list(self._pending)
+            self._on_cell(index, len(self.cells), self.cells[index], result)
 
     def drain(self) -> list[int]:
         """Take every cell still queued (to record why it did not run)."""
@@ -139,50 +123,50 @@ class CellBook:
             return tuple(self._results[i] for i in sorted(self._results))
 
 
-RunCell = Callable[[SlotState, PlannedCell], CellResult]
+RunCell = Callable[[Slot, PlannedCell], CellResult]
 
 
-def serve(state: SlotState, book: CellBook, run_cell: RunCell) -> None:
+def serve(slot: Slot, book: CellBook, run_cell: RunCell) -> None:
     """Run cells from ``book`` on one slot until none is left, the run stops or the slot retires."""
-    book.before_first(state)
+    book.before_first(slot)
     while not book.stopping.is_set():
         index = book.take()
         if index is None:
             return
-        waited = book.waited()
+        waited = time.perf_counter() - book.started
         try:
-            result = run_cell(state, book.cells[index])
+            result = run_cell(slot, book.cells[index])
         except WorkerStartError as exc:
             book.put_back(index)
-            if state.start_failed(exc):
+            if slot.start_failed(exc):
                 return
             continue
-        state.start_failures = 0
-        state.cells += 1
-        book.finish(index, attrs.evolve(result, device_info=state.slot.device, wait_time_s=waited))
+        slot.start_failures = 0
+        slot.cells += 1
+        book.finish(index, attrs.evolve(result, device_info=slot.device, wait_time_s=waited))
 
 
-def run_slots(states: Sequence[SlotState], book: CellBook, run_cell: RunCell) -> None:
+def run_slots(slots: Sequence[Slot], book: CellBook, run_cell: RunCell) -> None:
     """Serve ``book`` with every slot: in this thread for one slot, one thread per slot otherwise.
 
     Ctrl-C (or SIGTERM) reaches this thread: the slots are stopped, their workers killed,
     and the interruption goes on up with the results finished so far kept in ``book``.
     """
-    if len(states) == 1:
-        serve(states[0], book, run_cell)
+    if len(slots) == 1:
+        serve(slots[0], book, run_cell)
         return
     failures: list[BaseException] = []
 
-    def guarded(state: SlotState) -> None:
+    def guarded(slot: Slot) -> None:
         try:
-            serve(state, book, run_cell)
+            serve(slot, book, run_cell)
         except BaseException as exc:  # reported by the main thread, unless the run is stopping
             if not book.stopping.is_set():
                 failures.append(exc)
                 book.stopping.set()
 
-    threads = [threading.Thread(target=guarded, args=(state,), name=f"apex-bench-{state.slot.label}",
-                                daemon=True) for state in states]
+    threads = [threading.Thread(target=guarded, args=(slot,), name=f"apex-bench-{slot.label}",
+                                daemon=True) for slot in slots]
     for thread in threads:
         thread.start()
     try:
@@ -190,21 +174,21 @@ def run_slots(states: Sequence[SlotState], book: CellBook, run_cell: RunCell) ->
             for thread in threads:
                 thread.join(JOIN_POLL_S)
     except BaseException:
-        stop(states, book, threads)
+        stop(slots, book, threads)
         raise
     if failures:
-        stop(states, book, threads)
+        stop(slots, book, threads)
         raise failures[0]
 
 
-def stop(states: Sequence[SlotState], book: CellBook, threads: Sequence[threading.Thread]) -> None:
+def stop(slots: Sequence[Slot], book: CellBook, threads: Sequence[threading.Thread]) -> None:
     """Stop every slot: no new cells, and each running worker killed (with its helpers)."""
     book.stopping.set()
-    kill_and_join([state.pool for state in states], threads)
+    kill_and_join([slot.pool for slot in slots], threads)
 
 
-def retired_reason(states: Sequence[SlotState]) -> str:
+def retired_reason(slots: Sequence[Slot]) -> str:
     """Why cells were left: every slot's retirement, one line."""
     return "not run: every GPU of the run was taken out of the rotation (" + "; ".join(
-        f"{s.slot.label} {s.slot.device.name if s.slot.device else ''}: {s.retired}".replace("  ", " ")
-        for s in states if s.retired) + ")"
+        f"{s.label} {s.device.name if s.device else ''}: {s.retired}".replace("  ", " ")
+        for s in slots if s.retired) + ")"

@@ -54,7 +54,8 @@ def warm_here(registry: Any, spec: CellSpec, probes: dict[tuple[str, str], Any])
     except Exception as exc:
         result = WarmResult(FAILED, reason=describe_exception(exc))
     finally:
-        _release_device_memory(spec.device)
+        if spec.device.startswith("cuda") and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()  # the builder's cached blocks back: the cell being timed shares the GPU
     return attrs.evolve(result, seconds=time.perf_counter() - started)
 
 
@@ -78,12 +79,3 @@ def _warm(registry: Any, spec: CellSpec, probes: dict[tuple[str, str], Any]) -> 
         return WarmResult(SKIPPED, reason=skip.reason)
     why_not = backend.warm_caches(workload, case, inputs)
     return WarmResult(WARMED) if why_not is None else WarmResult(SKIPPED, reason=str(why_not))
-
-
-def _release_device_memory(device: str) -> None:
-    """Give the builder's cached blocks back to the GPU: the cell being timed shares it."""
-    if not device.startswith("cuda"):
-        return
-
-    if torch.cuda.is_initialized():
-        torch.cuda.empty_cache()

@@ -28,8 +28,7 @@ class WorkerOutput:
     """The file one worker's standard error goes to."""
 
     def __init__(self) -> None:
-        handle, self.path = tempfile.mkstemp(prefix="apex-bench-worker-", suffix=".stderr")
-        self._fd = handle
+        self._fd, self.path = tempfile.mkstemp(prefix="apex-bench-worker-", suffix=".stderr")
         self._linked = True
 
     def unlink(self) -> None:
@@ -66,18 +65,14 @@ class WorkerOutput:
                 os.close(fd)
 
 
-def _is_watcher(frame: re.Match[str] | None) -> bool:
-    return frame is not None and frame["path"].endswith("worker_process.py") and frame["func"] == "poll"
-
-
 def _without_watcher(lines: list[str]) -> list[str]:
     """Drop the stack of the worker's parent-watching thread from a faulthandler dump (it only waits)."""
     kept: list[str] = []
     skipping = False
     for index, line in enumerate(lines):
         if _THREAD.match(line.strip()):
-            following = lines[index + 1] if index + 1 < len(lines) else ""
-            skipping = _is_watcher(_FRAME.match(following))
+            frame = _FRAME.match(lines[index + 1] if index + 1 < len(lines) else "")
+            skipping = bool(frame and frame["path"].endswith("worker_process.py") and frame["func"] == "poll")
         elif skipping and not _FRAME.match(line):
             skipping = False
             if not line.strip():

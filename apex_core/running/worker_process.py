@@ -38,11 +38,6 @@ _PR_SET_PDEATHSIG = 1
 LAST = "last"
 
 
-def _kill_own_group() -> None:
-    """Kill this worker and every process it started that stayed in its group."""
-    os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
 def _watch_parent(parent_pid: int) -> None:
     """End the worker's group once the run is gone (its pid is no longer our parent)."""
 
@@ -50,7 +45,7 @@ def _watch_parent(parent_pid: int) -> None:
         # PR_SET_PDEATHSIG also fires when the parent *thread* that started us ends;
         # only a new parent pid means the run itself is gone.
         if os.getppid() != parent_pid:
-            _kill_own_group()
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # this worker and the helpers in its group
 
     signal.signal(_PARENT_DEATH_SIGNAL, on_parent_death_signal)
     if sys.platform.startswith("linux"):
@@ -64,7 +59,7 @@ def _watch_parent(parent_pid: int) -> None:
         # also covers a run that died before prctl took effect, and other platforms
         while os.getppid() == parent_pid:
             time.sleep(PARENT_POLL_S)
-        _kill_own_group()
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=poll, name="apex-bench-parent-watch", daemon=True).start()
 
@@ -116,7 +111,7 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     from apex_core.measure.cell import CellSpec
     from apex_core.registry import Registry
     from apex_core.running.probing import ProbeRequest
-    from apex_core.running.warming import WarmRequest
+    from apex_core.running.warming import WarmRequest, warm_here
 
     if self_test:
         from apex_core.measure.device_health import self_test as check_gpu
@@ -132,12 +127,11 @@ def worker_main(conn: Any, output_path: str, parent_pid: int, plugins: bytes = b
     # device memory the last cell left (measured after it): the next cell's starting point,
     # unless something else ran in between
     left_mb: float | None = None
-    while True:
-        request = conn.recv()
-        if request is None:
-            return
-        if isinstance(request, WarmRequest):
-            _serve_warm(conn, registry, request, probes)
+    while (request := conn.recv()) is not None:
+        if isinstance(request, WarmRequest):  # a builder: fill one cell's compile caches
+            result = warm_here(registry, request.spec, probes)
+            sys.stderr.flush()
+            conn.send(("warm", result))
             left_mb = None
         elif isinstance(request, ProbeRequest):
             left_mb = None
@@ -167,15 +161,6 @@ def _serve_probe(conn: Any, registry: Any, request: Any) -> bool:
     return not lost
 
 
-def _serve_warm(conn: Any, registry: Any, request: Any, probes: dict[Any, Any]) -> None:
-    """Warm one cell's compile caches (a builder process) and say how it went."""
-    from apex_core.running.warming import warm_here
-
-    result = warm_here(registry, request.spec, probes)
-    sys.stderr.flush()
-    conn.send(("warm", result))
-
-
 def _serve_cell(conn: Any, registry: Any, spec: Any, before_mb: float | None = None
                 ) -> tuple[bool, float | None]:
     """Run one cell and send its result; False when the worker must be replaced, and the device
@@ -193,8 +178,7 @@ def _serve_cell(conn: Any, registry: Any, spec: Any, before_mb: float | None = N
     sys.stderr.flush()
     # A poisoned CUDA context, leaked device memory, or process state that could not be put
     # back: let the pool start a clean worker.
-    leaving = result.status == Status.CRASHED or bool(unfit) \
-        or bool(result.metadata.get("process_state_unrestorable"))
+    leaving = crashed or bool(unfit) or bool(result.metadata.get("process_state_unrestorable"))
     kind = LAST if leaving else "result"
     try:
         conn.send((kind, result))  # pickled before anything is written: a failure sends nothing
@@ -205,11 +189,9 @@ def _serve_cell(conn: Any, registry: Any, spec: Any, before_mb: float | None = N
 
 def sendable(result: CellResult) -> CellResult:
     """The result as it can cross to the parent: metadata that does not pickle makes the cell an error."""
-    try:
+    with contextlib.suppress(Exception):
         pickle.dumps(result)
         return result
-    except Exception:
-        pass
     for key, value in result.metadata.items():
         try:
             pickle.dumps(value)

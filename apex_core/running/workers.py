@@ -53,48 +53,44 @@ class WorkerStartError(RuntimeError):
 
 @attrs.frozen
 class _Lost:
-    """A request that got no answer: the worker died (``crashed``) or outlived its time (``timeout``)."""
+    """A request that got no answer: the worker died (``crashed``), outlived its time (``timeout``),
+    or none started (``error``)."""
 
     status: Status
-    reason: str  # the exit status, for a crash
+    reason: str  # the exit status for a crash, why no worker started for an error
     where: str  # the plugin frame faulthandler named, "" when none
     output: str  # the worker's last output, for the log
     excerpt: str  # its shorter tail, for the report
     wall_s: float
 
-    def with_where(self, text: str) -> str:
+    def describe(self, timed_out: str, crashed: str = "") -> str:
+        """``timed_out`` for a timeout, ``crashed`` and the exit status for a crash, else the reason;
+        then where it was."""
+        text = {Status.TIMEOUT: timed_out, Status.CRASHED: crashed + self.reason}.get(self.status, self.reason)
         return f"{text} in {self.where}" if self.where else text
 
 
-def _wait_exit_status(pid: int, timeout_s: float) -> int | None:
-    """The exit code a dead worker will have (negative: killed by that signal), without reaping it.
+def _exit_reason(pid: int) -> str:
+    """How a dead worker ended (its exit code, or the signal that killed it), read without reaping it.
 
     Its pipe closes before it is fully gone (faulthandler, a core dump), so this waits up to
-    ``timeout_s`` for it to become a zombie; it stays one, so its pid (its group's id) cannot
+    ``EXIT_WAIT_S`` for it to become a zombie; it stays one, so its pid (its group's id) cannot
     be reused before the group is killed.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if info is not None:
-            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.01)
-
-
-def _exit_description(exitcode: int | None) -> str:
-    if exitcode is None:
+    deadline = time.monotonic() + EXIT_WAIT_S
+    try:
+        while (info := os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)) is None:
+            if time.monotonic() >= deadline:
+                return "worker exited"
+            time.sleep(0.01)
+    except ChildProcessError:
         return "worker exited"
-    if exitcode < 0:
-        try:
-            return f"worker killed by signal {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"worker killed by signal {-exitcode}"
-    return f"worker exited with code {exitcode}"
+    if info.si_code == os.CLD_EXITED:
+        return f"worker exited with code {info.si_status}"
+    try:
+        return f"worker killed by signal {signal.Signals(info.si_status).name}"
+    except ValueError:
+        return f"worker killed by signal {info.si_status}"
 
 
 def failed_result(spec: CellSpec, status: Status, reason: str, wall_s: float, *, log_text: str = "",
@@ -142,10 +138,10 @@ class WorkerPool:
         try:
             kind, payload = parent.recv()
         except (EOFError, ConnectionResetError):
-            exitcode = _wait_exit_status(process.pid or 0, EXIT_WAIT_S)
+            reason = _exit_reason(process.pid or 0)
             last = output.tail(max_lines=1)
             self._discard()
-            raise WorkerStartError(f"the worker process failed to start: {_exit_description(exitcode)}"
+            raise WorkerStartError(f"the worker process failed to start: {reason}"
                                    + (f" (last output: {last})" if last else "")) from None
         if kind == UNFIT:
             self._discard()
@@ -208,68 +204,56 @@ class WorkerPool:
                 raise WorkerStartError("the run is stopping: no new worker")
 
     def _exchange(self, message: Any, timeout_s: float, label: str) -> tuple[Any, _Lost | None]:
-        """Send one request and wait for its answer; raises RuntimeError when no worker starts."""
-        self.ensure_started()
-        assert self._output is not None
-        self._output.clear()
-        started = time.perf_counter()
+        """Send one request and wait for its answer, or say why none came."""
         try:
-            self._conn.send(message)
-            if not self._conn.poll(timeout_s):
-                self._dump_stacks()
-                return None, self._lost(Status.TIMEOUT, "", started)
-            kind, payload = self._conn.recv()
-        except (EOFError, ConnectionResetError, BrokenPipeError):
-            exitcode = _wait_exit_status(self._process.pid, EXIT_WAIT_S)
-            return None, self._lost(Status.CRASHED, _exit_description(exitcode), started)
-        output = self._output.tail()
-        if output:
-            log.debug("worker output during %s:\n%s", label, output)
-        if kind == LAST:
-            self._discard()  # it leaves by itself; make sure its helpers go too
-        return payload, None
+            self.ensure_started()
+            assert self._output is not None
+            self._output.clear()
+            started = time.perf_counter()
+            try:
+                self._conn.send(message)
+                if not self._conn.poll(timeout_s):
+                    self._dump_stacks()
+                    return None, self._lost(Status.TIMEOUT, "", started)
+                kind, payload = self._conn.recv()
+            except (EOFError, ConnectionResetError, BrokenPipeError):
+                return None, self._lost(Status.CRASHED, _exit_reason(self._process.pid), started)
+            output = self._output.tail()
+            if output:
+                log.debug("worker output during %s:\n%s", label, output)
+            if kind == LAST:
+                self._discard()  # it leaves by itself; make sure its helpers go too
+            return payload, None
+        except RuntimeError as exc:  # no worker started (WorkerStartError)
+            return None, _Lost(Status.ERROR, str(exc), "", "", "", 0.0)
 
     def run(self, spec: CellSpec, timeout_s: float) -> CellResult:
         """Run one cell in the worker; crashes and timeouts become results."""
-        try:
-            label = f"{spec.workload}/{spec.case} {spec.backend} {spec.dtype}"
-            result, lost = self._exchange(spec, timeout_s, label)
-        except RuntimeError as exc:
-            return failed_result(spec, Status.ERROR, str(exc), 0.0)
-        if lost is not None:
-            timed_out = lost.status == Status.TIMEOUT
-            text = f"cell ran past the {timeout_s:g} s timeout" if timed_out else lost.reason
-            return failed_result(spec, lost.status, lost.with_where(text), lost.wall_s,
-                                 log_text=lost.output, worker_output=lost.excerpt)
-        return result
+        label = f"{spec.workload}/{spec.case} {spec.backend} {spec.dtype}"
+        result, lost = self._exchange(spec, timeout_s, label)
+        if lost is None:
+            return result
+        return failed_result(spec, lost.status, lost.describe(f"cell ran past the {timeout_s:g} s timeout"),
+                             lost.wall_s, log_text=lost.output, worker_output=lost.excerpt)
 
     def probe(self, request: ProbeRequest, timeout_s: float) -> ProbeResult:
         """Probe one backend in the worker; a probe that crashes or hangs becomes an error or a timeout."""
-        try:
-            result, lost = self._exchange(request, timeout_s, f"the probe of {request.backend}")
-        except RuntimeError as exc:
-            return ProbeResult(ERROR, str(exc))
+        result, lost = self._exchange(request, timeout_s, f"the probe of {request.backend}")
         if lost is None:
             return result
-        if lost.status == Status.TIMEOUT:
-            text = f"probe() ran past the {timeout_s:g} s probe timeout"
-            return ProbeResult(TIMEOUT, lost.with_where(text), lost.output)
-        return ProbeResult(ERROR, lost.with_where(f"probe() crashed the worker: {lost.reason}"), lost.output)
+        reason = lost.describe(f"probe() ran past the {timeout_s:g} s probe timeout",
+                               "probe() crashed the worker: ")
+        return ProbeResult(TIMEOUT if lost.status == Status.TIMEOUT else ERROR, reason, lost.output)
 
     def warm(self, request: WarmRequest, timeout_s: float) -> WarmResult:
         """Warm one cell's compile caches in this (builder) process; a crash or a hang is a result."""
         spec = request.spec
-        try:
-            label = f"warming {spec.workload}/{spec.case} {spec.backend}"
-            result, lost = self._exchange(request, timeout_s, label)
-        except RuntimeError as exc:
-            return WarmResult(warming.FAILED, reason=str(exc))
+        result, lost = self._exchange(request, timeout_s, f"warming {spec.workload}/{spec.case} {spec.backend}")
         if lost is None:
             return result
-        if lost.status == Status.TIMEOUT:
-            text = f"ran past the {timeout_s:g} s timeout"
-            return WarmResult(warming.TIMEOUT, lost.wall_s, lost.with_where(text))
-        return WarmResult(warming.CRASHED, lost.wall_s, lost.with_where(lost.reason))
+        states = {Status.TIMEOUT: warming.TIMEOUT, Status.CRASHED: warming.CRASHED}  # else no worker started
+        return WarmResult(states.get(lost.status, warming.FAILED), lost.wall_s,
+                          lost.describe(f"ran past the {timeout_s:g} s timeout"))
 
     def kill(self, for_good: bool = False) -> None:
         """Kill the current worker's group from another thread; the thread waiting on it sees it die.
@@ -286,11 +270,9 @@ class WorkerPool:
     def close(self, graceful: bool = True) -> None:
         """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""
         if graceful and self._process is not None and self._process.is_alive():
-            try:
+            with contextlib.suppress(OSError):  # BrokenPipeError among them: it is gone already
                 self._conn.send(None)
                 self._process.join(EXIT_WAIT_S)
-            except (BrokenPipeError, OSError):
-                pass
         self._discard()
 
 

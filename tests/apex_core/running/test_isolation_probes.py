@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from apex_core.results import Availability
 from apex_core.running.probing import (
     ERROR,
     OK,
@@ -29,7 +28,7 @@ def test_each_backend_is_probed_once_per_device():
 
     def prober(request):
         asked.append(request)
-        return ProbeResult.from_availability(Availability.yes())
+        return ProbeResult(OK)
 
     class CpuOnly(Eager):
         name = "cpu-only"

@@ -17,7 +17,7 @@ from apex_core.results import Case, CellResult, DeviceInfo, Report, Status
 from apex_core.running.autotune import summarize_autotune
 from apex_core.running.caches import CACHE_ENV, cache_root, compile_caches
 from apex_core.running.devices import FAKE_GPUS_ENV, host_gpus, parse_devices, pinning_env, select_devices
-from apex_core.running.sharding import MAX_START_FAILURES, CellBook, Slot, SlotState, retired_reason, run_slots
+from apex_core.running.sharding import MAX_START_FAILURES, CellBook, Slot, retired_reason, run_slots
 from apex_core.running.workers import WorkerStartError
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -65,14 +65,14 @@ def _ok(cell: PlannedCell) -> CellResult:
 
 def test_two_slots_share_one_queue_never_overlap_on_a_card_and_keep_plan_order():
     book = CellBook(_cells(12))
-    states = [SlotState(Slot(card), None, None) for card in CARDS[:2]]
+    states = [Slot(card) for card in CARDS[:2]]
     busy: dict[int, int] = {0: 0, 1: 0}
     overlapped = threading.Event()
     lock = threading.Lock()
     concurrent = []
 
     def run_cell(state, cell):
-        index = state.slot.device.index
+        index = state.device.index
         with lock:
             busy[index] += 1
             if busy[index] > 1:
@@ -104,7 +104,7 @@ def test_a_free_slot_takes_a_ready_cell_before_one_still_being_built_and_results
         building.discard(3 - len(ran))  # builds finish as the run goes on: cell 2 after the first cell
         return _ok(cell)
 
-    run_slots([SlotState(Slot(CARDS[0]), None, None)], book, run_cell)
+    run_slots([Slot(CARDS[0])], book, run_cell)
     # c1 was ready; then c2's build was done; c0 (still deferred) and c3 follow in plan order
     assert ran == ["c1", "c2", "c3", "c0"]
     assert [r.case for r in book.results()] == ["c0", "c1", "c2", "c3"]
@@ -118,7 +118,7 @@ def test_when_every_queued_cell_is_still_being_built_the_first_is_taken():
 
 def test_a_card_whose_worker_keeps_failing_to_start_leaves_the_rotation_and_its_cells_move_on():
     book = CellBook(_cells(6))
-    good, bad = (SlotState(Slot(card), None, None) for card in CARDS[:2])
+    good, bad = (Slot(card) for card in CARDS[:2])
 
     def run_cell(state, cell):
         if state is bad:
@@ -135,7 +135,7 @@ def test_a_card_whose_worker_keeps_failing_to_start_leaves_the_rotation_and_its_
 
 
 def test_one_good_start_resets_the_count():
-    state = SlotState(Slot(CARDS[0]), None, None)
+    state = Slot(CARDS[0])
     assert not state.start_failed(WorkerStartError("x"))
     state.start_failures = 0  # what serve() does after a cell ran
     assert not state.start_failed(WorkerStartError("y"))
@@ -144,13 +144,13 @@ def test_one_good_start_resets_the_count():
 
 def test_when_every_card_is_out_the_cells_left_say_why():
     book = CellBook(_cells(3))
-    states = [SlotState(Slot(card), None, None) for card in CARDS[:2]]
+    states = [Slot(card) for card in CARDS[:2]]
 
     def run_cell(state, cell):
-        raise WorkerStartError(f"no start on {state.slot.label}")
+        raise WorkerStartError(f"no start on {state.label}")
 
     run_slots(states, book, run_cell)
-    assert book.results() == () and len(book.remaining()) == 3
+    assert book.results() == () and len(book.drain()) == 3
     reason = retired_reason(states)
     assert reason.startswith("not run: every GPU of the run was taken out of the rotation")
     assert "cuda:0" in reason and "cuda:1" in reason and "no start on cuda:1" in reason
@@ -158,7 +158,7 @@ def test_when_every_card_is_out_the_cells_left_say_why():
 
 def test_an_interruption_stops_every_slot_and_keeps_what_finished():
     book = CellBook(_cells(8))
-    states = [SlotState(Slot(card), None, None) for card in CARDS[:2]]
+    states = [Slot(card) for card in CARDS[:2]]
     calls = []
 
     def run_cell(state, cell):
@@ -226,17 +226,17 @@ def test_an_unwritable_cache_folder_named_by_the_user_is_a_usage_error(tmp_path)
 
 def test_each_slot_gets_ready_once_before_its_first_cell():
     book = CellBook(_cells(4))
-    states = [SlotState(Slot(card), None, None) for card in CARDS[:2]]
+    states = [Slot(card) for card in CARDS[:2]]
     events = []
     lock = threading.Lock()
 
     def before_first(state):
         with lock:
-            events.append(("ready", state.slot.device.index))
+            events.append(("ready", state.device.index))
 
     def run_cell(state, cell):
         with lock:
-            events.append(("cell", state.slot.device.index))
+            events.append(("cell", state.device.index))
         time.sleep(0.01)
         return _ok(cell)
 
