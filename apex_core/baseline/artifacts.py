@@ -129,7 +129,8 @@ def render_markdown(summary: CompareSummary) -> str:
             else f"**{c.status}**"
         lines.append(f"| `{c.metric}` | {status} | {_ms(c.baseline_ms)} | {rule_text(c)} | "
                      f"{_ms(c.current_ms)} | {change_text(c)} | {verdict_text(c).replace('|', '/')} |")
-    return "\n".join(lines) + "\n"
+    contended = [f"- `{c.metric}` {c.contention}" for c in summary.checks if c.contention]
+    return "\n".join(lines + ([""] + contended if contended else [])) + "\n"
 
 
 def render_rows(summary: CompareSummary) -> list[tuple[str, ...]]:

@@ -41,6 +41,7 @@ from apex_core.baseline.model import (
     metric_stat,
 )
 from apex_core.baseline.verdict import CONFIDENCE, judge, metric_seed
+from apex_core.measure.host_load import contended
 
 # Fields that change what a number measures: a difference refuses the comparison.
 REFUSED_FIELDS = ("device", "profile", "dtypes", "cache", "graph", "timing_methods")
@@ -119,7 +120,16 @@ def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
     return Check(metric=name, status=status, baseline_ms=limit.value_ms,
                  allowed_max_ms=limit.allowed_max_ms, current_ms=current,
                  regression_ratio=None if current is None else current / limit.value_ms - 1.0,
-                 verdict=verdict, reason=reason, rule=rule, failed_by=failed_by)
+                 verdict=verdict, reason=reason, rule=rule, failed_by=failed_by,
+                 contention=contention_text(cell.host_load) if status == FAIL and cell is not None else "")
+
+
+def contention_text(load: Any) -> str:
+    """Why a failure may be the machine's and not the code's, when other processes kept it busy."""
+    if not contended(load):
+        return ""
+    return (f"measured while other processes kept {load['other_busy_cores']:.1f} of {load.get('cores')} cores "
+            f"busy (load average {load.get('load_avg_1m')}): run it again on a quiet machine")
 
 
 def check_extra(name: str, limit: ExtraLimit, cell: ReportCell | None) -> Check:

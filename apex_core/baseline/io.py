@@ -236,7 +236,8 @@ def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
                       samples_ms=tuple(float(s) for s in cell.get("samples_ms") or ()),
                       timing_method=cell.get("timing_method"),
                       extras={name: value for name, kind in EXTRA_METRICS.items()
-                              if (value := kind.read(cell)) is not None})
+                              if (value := kind.read(cell)) is not None},
+                      host_load=(cell.get("metadata") or {}).get("host_load"))
 
 
 def load_report(path: Path | str) -> LoadedReport:

@@ -103,6 +103,8 @@ class ReportCell:
     timing_method: str | None
     # the extra metrics this cell reports (throughput, memory, energy, error), by kind
     extras: Mapping[str, float] = attrs.field(factory=dict)
+    # how busy the machine was while it sampled (apex_core/measure/host_load.py); None in older reports
+    host_load: Mapping[str, Any] | None = None
 
     def metric(self, stat: str) -> str:
         return metric_name(self.workload, self.case, self.backend, self.dtype, stat)
@@ -162,6 +164,8 @@ class Check:
     # allowed minimum, and regression_ratio how much worse: baseline / current - 1)
     unit: str = "ms"
     better: str = "lower"
+    # a failure measured on a busy machine says so (compare.contention_text); "" otherwise
+    contention: str = ""
 
 
 @attrs.frozen(kw_only=True)

@@ -91,6 +91,9 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     names = f": {', '.join(c.metric for c in failed)}" if failed else ""
     print(f"apex-bench compare: {summary.status.upper()}{forced}, {len(failed)} of {len(summary.checks)} "
           f"metrics failed{names}", flush=True)
+    for check in failed:  # even under --quiet: it changes what the failure means
+        if check.contention:
+            print(f"apex-bench compare: note: {check.metric} {check.contention}", flush=True)
     return 1 if failed else 0
 
 

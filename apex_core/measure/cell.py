@@ -28,7 +28,7 @@ from apex_core.correctness import (
 )
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
-from apex_core.measure import integrity, process_state, replay_artifacts, spot_checks
+from apex_core.measure import host_load, integrity, process_state, replay_artifacts, spot_checks
 from apex_core.measure.cpu_memory import RssPeak
 from apex_core.measure.cuda_timer import measure_cuda
 from apex_core.measure.device_health import release_cached_blocks
@@ -273,9 +273,10 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     except Exception as exc:
         raise _fail("spot-check setup (fresh inputs and their reference)", exc) from None
     try:
-        window_start = clocks.monotonic_ns()
+        window_start, load = clocks.monotonic_ns(), host_load.Window()
         timing, peak, peak_method, telemetry = _measure(prepared, spec, placed, spot, spot_bytes)
         window_ns = clocks.monotonic_ns() - window_start
+        record["metadata"]["host_load"] = load.close()
     except SpotWrong as wrong:
         raise _CellFailure(Status.INCORRECT, str(wrong)) from None
     except integrity.Suspect as caught:

@@ -68,7 +68,8 @@ class CellGate:
         checks = [check_metric(name, limit, current.cells[0], self.baseline.samples_for(name))
                   for name, limit in limits.items()]
         return [f"slower than the baseline {self.path}: {c.metric}: {c.reason}; verdict {verdict_text(c)} "
-                f"(change {change_text(c)})" for c in checks if c.status == FAIL]
+                f"(change {change_text(c)}){'; ' + c.contention if c.contention else ''}"
+                for c in checks if c.status == FAIL]
 
 
 def _loaded(report: Report) -> Any:

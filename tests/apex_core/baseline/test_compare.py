@@ -3,6 +3,7 @@
 import attrs
 import pytest
 
+from apex_core.baseline.artifacts import render_markdown
 from apex_core.baseline.compare import compare
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.errors import EnvironmentMismatchError, InputFileError
@@ -148,3 +149,29 @@ def test_several_runs_are_each_checked(tmp_path, baseline, two_cells):
             _load(tmp_path, "b.json", report(two_cells, cpu_count=8))]
     with pytest.raises(EnvironmentMismatchError, match="b.json: field environment_key.cpu_count"):
         compare(baseline, "base.json", runs)
+
+
+def _busy(record, cores):
+    record["metadata"] = {"host_load": {"other_busy_cores": cores, "load_avg_1m": 3.2, "cores": 2}}
+    return record
+
+
+def test_a_failure_on_a_busy_machine_says_so(tmp_path, baseline):
+    slow = report([_busy(cell("tilepack", values=samples(0.5, seed=3)), 1.4),
+                   _busy(cell("ff-infer", values=samples(4.0, seed=2)), 1.4)])
+    summary = compare(baseline, "b.json", _load(tmp_path, "r.json", slow))
+    failed = {c.metric.split("/")[0] for c in summary.failed_checks}
+    assert failed == {"tilepack"}
+    assert all(c.contention == "" for c in summary.checks if c.status == "pass")
+    text = ("measured while other processes kept 1.4 of 2 cores busy (load average 3.2): "
+            "run it again on a quiet machine")
+    assert {c.contention for c in summary.failed_checks} == {text}
+    markdown = render_markdown(summary)
+    assert all(f"- `{c.metric}` {text}" in markdown for c in summary.failed_checks)
+
+
+def test_a_failure_on_a_quiet_machine_says_nothing_of_load(tmp_path, baseline):
+    slow = report([_busy(cell("tilepack", values=samples(0.5, seed=3)), 0.2),
+                   cell("ff-infer", values=samples(4.0, seed=2))])
+    summary = compare(baseline, "b.json", _load(tmp_path, "r.json", slow))
+    assert summary.failed_checks and all(c.contention == "" for c in summary.checks)
