@@ -167,9 +167,5 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
 
 def strict_failures(cells: list[CellResult], environment: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """One line per cell whose flags fail a ``--strict`` run."""
-    failures = []
-    for cell in cells:
-        bad = [f for f in cell_flags(cell, environment, config) if f in STRICT_FLAGS]
-        if bad:
-            failures.append(f"{cell.key}: {', '.join(bad)}")
-    return failures
+    bad = ((cell, [f for f in cell_flags(cell, environment, config) if f in STRICT_FLAGS]) for cell in cells)
+    return [f"{cell.key}: {', '.join(flags)}" for cell, flags in bad if flags]
