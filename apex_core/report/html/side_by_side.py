@@ -34,17 +34,11 @@ def _judge_src(a: Cell, b: Cell, field: str) -> str:
 def _verdict(a: Cell, b: Cell) -> tuple[str, Q | None, Q | None, Q | None, str]:
     """(label, ratio, ci_low, ci_high, reason) of B against A on the p50."""
     verdict = judge(a.samples, b.samples, 50.0, seed=metric_seed(_metric(b)))
-
-    def q(value: float | None, field: str) -> Q | None:
-        return None if value is None else Q(value, _judge_src(a, b, field))
-
-    return (
-        verdict.label,
-        q(verdict.ratio, "ratio"),
-        q(verdict.ci_low, "ci_low"),
-        q(verdict.ci_high, "ci_high"),
-        verdict.reason,
+    ratio, low, high = (
+        None if (value := getattr(verdict, field)) is None else Q(value, _judge_src(a, b, field))
+        for field in ("ratio", "ci_low", "ci_high")
     )
+    return verdict.label, ratio, low, high, verdict.reason
 
 
 def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name: str) -> str:
@@ -99,11 +93,8 @@ def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> s
                 f'data-judge="{esc(_judge_src(other, cell, "label"))}">{esc(label)}</span>'
             )
         else:
-            ratio, interval, verdict = (
-                None,
-                "",
-                f'<span class="none">{esc(other.status)} / {esc(cell.status)}</span>',
-            )
+            ratio, interval = None, ""
+            verdict = f'<span class="none">{esc(other.status)} / {esc(cell.status)}</span>'
         rows_html.append(
             f"<tr><td>{esc(cell.name)}</td><td>{number(p50_a)}</td><td>{number(p50_b)}</td>"
             f"<td>{number(ratio, 'x')}</td><td>{verdict}</td><td>{interval}</td></tr>"
