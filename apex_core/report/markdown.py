@@ -8,7 +8,7 @@ show their status with a numbered note giving the reason.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from apex_core.errors import plural
@@ -104,9 +104,8 @@ def _device_lines(report: Report) -> list[str]:
     return lines
 
 
-def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
+def _time_lines(cells: Sequence[CellResult], builders: int = 0) -> list[str]:
     """Build and wait time over the run's cells (each cell's own are in the JSON report)."""
-    cells = list(cells)
     builds = [c.build_time_s for c in cells if c.build_time_s is not None]
     waits = [c.wait_time_s for c in cells if c.wait_time_s is not None]
     warmed = [c for c in cells if c.warm_time_s is not None]
@@ -150,9 +149,8 @@ def _placements_text(cells: Iterable[CellResult]) -> str:
 
 def _autotune_lines(report: Report) -> list[str]:
     """Where the autotuned kernels' configurations came from: shipped for this GPU model, or tuned here."""
-    entries = (report.triton_autotune or {}).get("entries", [])
-    shipped = sum(1 for e in entries if e.get("selection_source") == "shipped_picks")
-    tuned = sum(1 for e in entries if e.get("selection_source") == "triton_best_config")
+    sources = Counter(e.get("selection_source") for e in (report.triton_autotune or {}).get("entries", []))
+    shipped, tuned = sources["shipped_picks"], sources["triton_best_config"]
     states = [c.metadata["autotune_picks"] for c in report.cells if c.metadata.get("autotune_picks")]
     if not states or not shipped + tuned:
         return []
@@ -210,10 +208,9 @@ def render_markdown(report: Report) -> str:
                       "so its real-world speed is the host's (host_ms in the JSON report)."]
     lines += _device_lines(report) + _time_lines(report.cells, int(report.config.get("build_workers") or 0))
     lines += _autotune_lines(report)
-    broken = report.plugins
-    if broken:
+    if report.plugins:
         lines += ["", "Plugins that failed to load:", ""]
-        lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in broken]
+        lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in report.plugins]
     if report.deprecations:
         lines += ["", "Deprecated plugin API the plugins use (served by a shim until its removal; "
                       "docs/plugin-api.md):", ""]
