@@ -128,7 +128,5 @@ def case_groups(cells: Sequence[Cell]) -> tuple[CaseGroup, ...]:
     for cell in cells:
         workload, case, _, dtype, device = cell.key
         grouped.setdefault((workload, case, dtype, device), []).append(cell)
-    return tuple(
-        CaseGroup(w, c, dt, dv, tuple(sorted(members, key=lambda m: m.backend != REFERENCE_BACKEND)))
-        for (w, c, dt, dv), members in grouped.items()
-    )
+    return tuple(CaseGroup(*key, tuple(sorted(members, key=lambda m: m.backend != REFERENCE_BACKEND)))
+                 for key, members in grouped.items())

@@ -94,13 +94,8 @@ def roofline_plot(rated: Rated, copy: Q | None, peak: Q | None, colours: Mapping
     return "".join(parts) + "</svg>"
 
 
-def roofline_section(
-    record: Mapping[str, Any],
-    doc: str,
-    cells: Sequence[Cell],
-    colours: Mapping[str, str],
-    peak_tflops: float | None,
-) -> str:
+def roofline_section(record: Mapping[str, Any], doc: str, cells: Sequence[Cell], colours: Mapping[str, str],
+                     peak_tflops: float | None) -> str:
     copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
     peak = Q.at(record, doc, "environment", "device_facts", "peak_tflops")
     if peak is None and peak_tflops:
@@ -111,16 +106,10 @@ def roofline_section(
             '<section id="roofline"><h2>Roofline</h2><p class="none">No timed cell reports achieved '
             "bandwidth (CPU runs and the Triton interpreter have no roofline).</p></section>"
         )
-    copy_text = (
-        f"the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}"
-        if copy
-        else "no measured copy bandwidth (not a CUDA run)"
-    )
-    peak_text = (
-        f"The compute roof is {number(peak, 'TFLOP/s')}."
-        if peak
-        else "No compute roof: runs do not measure the device's peak FLOP rate (give --peak-tflops)."
-    )
+    copy_text = (f"the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}" if copy
+                 else "no measured copy bandwidth (not a CUDA run)")
+    peak_text = (f"The compute roof is {number(peak, 'TFLOP/s')}." if peak
+                 else "No compute roof: runs do not measure the device's peak FLOP rate (give --peak-tflops).")
     return (
         f'<section id="roofline"><h2>Roofline</h2><p class="caption">Achieved rates from each cell\'s '
         f"minimal bytes and FLOPs over its p50, against {copy_text}. A bar past the line is faster than "

@@ -41,9 +41,8 @@ def _verdict(a: Cell, b: Cell) -> tuple[str, Q | None, Q | None, Q | None, str]:
     return verdict.label, ratio, low, high, verdict.reason
 
 
-def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name: str) -> str:
+def _ratio_plot(shown: list[tuple[Cell, Q, Q | None, Q | None, str]], name: str) -> str:
     """B / A per cell on a log axis around 1, with the verdict's interval as the whisker."""
-    shown = [r for r in rows if r[1] is not None]
     if not shown:
         return ""
     row, top, left, right, width = 18, 20, 340, 880, 900
@@ -56,18 +55,14 @@ def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name
         f'<line class="roof" x1="{scale(1.0):.1f}" y1="{top}" x2="{scale(1.0):.1f}" y2="{bottom:.1f}"/>',
     ]
     for position, (cell, ratio, low, high, label) in enumerate(shown):
-        assert ratio is not None
         y = top + row * position + 9
+        whisker = "" if low is None or high is None else (
+            f'<line class="whisker" x1="{scale(low.value):.1f}" y1="{y:.1f}" x2="{scale(high.value):.1f}" '
+            f'y2="{y:.1f}"/>'
+        )
         parts.append(
             f'<text class="label" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(cell.name)}</text>'
-        )
-        if low is not None and high is not None:
-            parts.append(
-                f'<line class="whisker" x1="{scale(low.value):.1f}" y1="{y:.1f}" '
-                f'x2="{scale(high.value):.1f}" y2="{y:.1f}"/>'
-            )
-        parts.append(
-            f'<circle data-mark="point" class="verdict-{esc(label)}" cx="{scale(ratio.value):.1f}" '
+            f'{whisker}<circle data-mark="point" class="verdict-{esc(label)}" cx="{scale(ratio.value):.1f}" '
             f'cy="{y:.1f}" r="4" {data_attrs(ratio)}><title>{esc(cell.name)}: {ratio.value:.4g} '
             f"({esc(label)})</title></circle>"
         )
@@ -85,7 +80,8 @@ def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> s
         p50_a, p50_b = other.stat("p50_ms"), cell.stat("p50_ms")
         if other.timed and cell.timed:
             label, ratio, low, high, reason = _verdict(other, cell)
-            plotted.append((cell, ratio, low, high, label))
+            if ratio is not None:
+                plotted.append((cell, ratio, low, high, label))
             interval = f"[{number(low)}, {number(high)}]" if low and high else esc(reason)
             css = VERDICT_CSS.get(label, "")
             verdict = (
@@ -101,12 +97,8 @@ def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> s
         )
     only = sorted(set(cells_a) - {c.key for c in cells_b})
     differences = refused_differences(gate_environment_key(a.record), gate_environment_key(b.record))
-    warn = (
-        f'<p class="bad">Not like for like: {esc("; ".join(differences))}. The ratios compare different '
-        f"setups.</p>"
-        if differences
-        else ""
-    )
+    warn = (f'<p class="bad">Not like for like: {esc("; ".join(differences))}. The ratios compare different '
+            "setups.</p>" if differences else "")
     head = ("cell", "A p50 ms", "B p50 ms", "B / A", "verdict", "95 % interval of B / A")
     name = f"{a.doc}-vs-{b.doc}"
     return (

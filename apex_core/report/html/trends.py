@@ -92,8 +92,7 @@ def trend_plot(key: Key, lines: Mapping[str, list[SeriesPoint]], run_ids: Sequen
                 f"({esc((p.commit or 'no commit')[:10])}): {p.value:.4g} ms</title></circle>"
             )
         for change in change_points([p.value for p in series]):
-            at = series[change.index]
-            x = LEFT + position[at.run_id] * step
+            at, x = series[change.index], xy[change.index][0]
             payload = json.dumps({"index": change.index, "before": change.before, "after": change.after})
             direction = "slower" if change.after > change.before else "faster"
             parts.append(
