@@ -23,8 +23,7 @@ VERDICT_CSS = {"slower": "bad", "faster": "good", "same": "same", "inconclusive"
 
 def _metric(cell: Cell) -> str:
     """The gate's name of the cell's p50 metric, which also seeds the verdict's bootstrap."""
-    workload, case, backend, dtype, _ = cell.key
-    return metric_name(workload, case, backend, dtype, "p50_ms")
+    return metric_name(*cell.key[:4], "p50_ms")
 
 
 def _judge_src(a: Cell, b: Cell, field: str) -> str:

@@ -33,12 +33,9 @@ def sortable_table(headers: Iterable[str], rows: Iterable[str]) -> str:
 
 def backend_colours(backends: Iterable[str], reference: str) -> dict[str, str]:
     """One colour per backend, the reference always grey, the others in order of first appearance."""
-    colours: dict[str, str] = {}
     others = iter(PALETTE)
-    for name in backends:
-        if name not in colours:
-            colours[name] = REFERENCE_COLOUR if name == reference else next(others, "#444444")
-    return colours
+    return {name: REFERENCE_COLOUR if name == reference else next(others, "#444444")
+            for name in dict.fromkeys(backends)}
 
 
 _MAX_DECADE = 300
@@ -106,10 +103,7 @@ def nice_step(raw: float) -> float:
     if raw <= 0 or not math.isfinite(raw):
         return 1.0
     power = 10 ** math.floor(math.log10(raw))
-    for multiple in (1, 2, 5, 10):
-        if raw <= multiple * power:
-            return multiple * power
-    return 10 * power
+    return next((multiple * power for multiple in (1, 2, 5) if raw <= multiple * power), 10 * power)
 
 
 def tick_label(value: float) -> str:
