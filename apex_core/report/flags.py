@@ -144,17 +144,14 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
     timing = cell.timing
     if timing is None:
         return []
-    flags = []
     stats = timing.stats
-    noise_target = (config.get("timing") or {}).get("noise_target", 0.005)
-    if stats.cv > noise_target:
-        flags.append("noisy")
-    if stats.min > 0 and stats.p50 / stats.min > P50_OVER_MIN_LIMIT:
-        flags.append("p50_over_min")
-    if is_launch_bound(timing):
-        flags.append("launch_bound")
-    if cell.telemetry is not None and cell.telemetry.throttled:
-        flags.append("throttled")
+    simple = {
+        "noisy": stats.cv > (config.get("timing") or {}).get("noise_target", 0.005),
+        "p50_over_min": stats.min > 0 and stats.p50 / stats.min > P50_OVER_MIN_LIMIT,
+        "launch_bound": is_launch_bound(timing),
+        "throttled": cell.telemetry is not None and cell.telemetry.throttled,
+    }
+    flags = [flag for flag, raised in simple.items() if raised]
     flags += degenerate_flags(FlagFacts.of_cell(cell, timing, config))
     bound_gbps = physics_gbps(environment.get("device_facts") or {})
     if (cell.device.startswith("cuda") and bound_gbps and cell.derived is not None
@@ -167,9 +164,5 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
 
 def strict_failures(cells: list[CellResult], environment: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """One line per cell whose flags fail a ``--strict`` run."""
-    failures = []
-    for cell in cells:
-        bad = [f for f in cell_flags(cell, environment, config) if f in STRICT_FLAGS]
-        if bad:
-            failures.append(f"{cell.key}: {', '.join(bad)}")
-    return failures
+    bad = ((cell, [f for f in cell_flags(cell, environment, config) if f in STRICT_FLAGS]) for cell in cells)
+    return [f"{cell.key}: {', '.join(flags)}" for cell, flags in bad if flags]

@@ -7,7 +7,8 @@ show their status with a numbered note giving the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from apex_core.errors import plural
@@ -39,19 +40,12 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-class _Notes:
-    """Numbered reasons, shared by identical texts so a table stays compact."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def ref(self, text: str) -> int:
-        if text not in self.texts:
-            self.texts.append(text)
-        return self.texts.index(text) + 1
+def _ref(notes: dict[str, int], text: str) -> str:
+    """`` [n]``: the number of a reason, shared by identical texts so a table stays compact."""
+    return f" [{notes.setdefault(text, len(notes) + 1)}]"
 
 
-def _speedup_text(cell: CellResult, reference: CellResult | None, notes: _Notes) -> str:
+def _speedup_text(cell: CellResult, reference: CellResult | None, notes: dict[str, int]) -> str:
     """`` (2.00x)`` against the reference's p50; `` (– [n])`` with the reason where a ratio means nothing."""
     if cell.timing is None or cell.timing.method == "triton_interpreter":  # interpreted: no speed-up
         return ""
@@ -60,38 +54,37 @@ def _speedup_text(cell: CellResult, reference: CellResult | None, notes: _Notes)
         return ""
     p50, ref_p50 = cell.timing.stats.p50, reference.timing.stats.p50
     if not p50 > 0:
-        return f" (– [{notes.ref(NO_SPEEDUP_NOTE)}])"
+        return f" (–{_ref(notes, NO_SPEEDUP_NOTE)})"
     if not ref_p50 > 0:
-        return f" (– [{notes.ref(NO_REFERENCE_TIME_NOTE)}])"
+        return f" (–{_ref(notes, NO_REFERENCE_TIME_NOTE)})"
     return f" ({ref_p50 / p50:.2f}x)"
 
 
-def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: _Notes,
-               flags: list[str] | None = None, config: dict[str, Any] | None = None) -> str:
+def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: dict[str, int],
+               report: Report) -> str:
     if cell is None:
         return "–"
-    if cell.status == Status.OK and cell.timing is not None:
-        stats = cell.timing.stats
-        text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}" + _speedup_text(cell, reference, notes)
-        facts = FlagFacts.of_cell(cell, cell.timing, config or {})
-        for flag in flags or ():
-            if note := flag_note(flag, facts):
-                text += f" [{notes.ref(note)}]"
-        if "launch_bound" in (flags or ()):
-            text += " †"
-        if "faster_than_physics" in (flags or ()):
-            text += f" [{notes.ref(PHYSICS_NOTE)}]"
-        if "p50_over_min" in (flags or ()):
-            text += f" [{notes.ref(BIMODAL_NOTE)}]"
-        if "throttled" in (flags or ()) and cell.telemetry is not None:
-            text += f" [{notes.ref(_throttle_note(cell.telemetry))}]"
-        if cell.timing.note:
-            text += f" [{notes.ref(cell.timing.note)}]"
-        if cell.unchecked:
-            text += f" unchecked [{notes.ref(cell.unchecked)}]"
-        return text + _device_mark(cell)
-    label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
-    return f"{label} [{notes.ref(cell.reason or str(cell.status))}]" + _device_mark(cell)
+    if cell.status != Status.OK or cell.timing is None:
+        label = str(cell.skip_kind) if cell.skip_kind else str(cell.status)
+        return label + _ref(notes, cell.reason or str(cell.status)) + _device_mark(cell)
+    stats = cell.timing.stats
+    flags = cell_flags(cell, report.environment, report.config)
+    facts = FlagFacts.of_cell(cell, cell.timing, report.config)
+    text = f"{_fmt_ms(stats.p50)} / {_fmt_ms(stats.p95)}" + _speedup_text(cell, reference, notes)
+    text += "".join(_ref(notes, note) for flag in flags if (note := flag_note(flag, facts)))
+    if "launch_bound" in flags:
+        text += " †"
+    if "faster_than_physics" in flags:
+        text += _ref(notes, PHYSICS_NOTE)
+    if "p50_over_min" in flags:
+        text += _ref(notes, BIMODAL_NOTE)
+    if "throttled" in flags and cell.telemetry is not None:
+        text += _ref(notes, _throttle_note(cell.telemetry))
+    if cell.timing.note:
+        text += _ref(notes, cell.timing.note)
+    if cell.unchecked:
+        text += " unchecked" + _ref(notes, cell.unchecked)
+    return text + _device_mark(cell)
 
 
 def _device_mark(cell: CellResult) -> str:
@@ -111,9 +104,8 @@ def _device_lines(report: Report) -> list[str]:
     return lines
 
 
-def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
+def _time_lines(cells: Sequence[CellResult], builders: int = 0) -> list[str]:
     """Build and wait time over the run's cells (each cell's own are in the JSON report)."""
-    cells = list(cells)
     builds = [c.build_time_s for c in cells if c.build_time_s is not None]
     waits = [c.wait_time_s for c in cells if c.wait_time_s is not None]
     warmed = [c for c in cells if c.warm_time_s is not None]
@@ -124,7 +116,7 @@ def _time_lines(cells: Iterable[CellResult], builders: int = 0) -> list[str]:
         parts.append(f"build {sum(builds):.1f} s in all (longest {max(builds):.1f} s)")
     if warmed:
         ahead = sum(1 for c in warmed if c.metadata.get("prebuild", {}).get("state") == "warmed")
-        who = f"{builders} builder{'s' if builders != 1 else ''}" if builders else "builders"
+        who = plural(builders, "builder") if builders else "builders"
         parts.append(f"{who} warmed {ahead} of {plural(len(warmed), 'cell')} ahead, "
                      f"{sum(c.warm_time_s or 0.0 for c in warmed):.1f} s of their time")
     if waits:
@@ -157,9 +149,8 @@ def _placements_text(cells: Iterable[CellResult]) -> str:
 
 def _autotune_lines(report: Report) -> list[str]:
     """Where the autotuned kernels' configurations came from: shipped for this GPU model, or tuned here."""
-    entries = (report.triton_autotune or {}).get("entries", [])
-    shipped = sum(1 for e in entries if e.get("selection_source") == "shipped_picks")
-    tuned = sum(1 for e in entries if e.get("selection_source") == "triton_best_config")
+    sources = Counter(e.get("selection_source") for e in (report.triton_autotune or {}).get("entries", []))
+    shipped, tuned = sources["shipped_picks"], sources["triton_best_config"]
     states = [c.metadata["autotune_picks"] for c in report.cells if c.metadata.get("autotune_picks")]
     if not states or not shipped + tuned:
         return []
@@ -174,28 +165,15 @@ def _autotune_lines(report: Report) -> list[str]:
     return ["", f"Triton configurations per kernel and shape: {source}."]
 
 
-def _row_keys(cells: Iterable[CellResult]) -> list[tuple[str, str, str]]:
-    keys: list[tuple[str, str, str]] = []
-    for cell in cells:
-        key = (cell.workload, cell.case, cell.dtype)
-        if key not in keys:
-            keys.append(key)
-    return keys
-
-
 def render_markdown(report: Report) -> str:
     """The summary table, the timing method line, and the notes."""
-    backends: list[str] = []
-    for cell in report.cells:
-        if cell.backend not in backends:
-            backends.append(cell.backend)
     # the baseline column first: every speed-up is read against it
-    backends.sort(key=lambda name: name != REFERENCE_BACKEND)
+    backends = sorted(dict.fromkeys(c.backend for c in report.cells), key=lambda b: b != REFERENCE_BACKEND)
     by_key = {(c.workload, c.case, c.dtype, c.backend): c for c in report.cells}
-    notes = _Notes()
+    notes: dict[str, int] = {}
     env = report.environment
     hardware = env.get("gpu") or env.get("cpu") or "unknown hardware"
-    counts = ", ".join(f"{s}: {n}" for s, n in _status_counts(report.cells))
+    counts = ", ".join(f"{s}: {n}" for s, n in sorted(Counter(str(c.status) for c in report.cells).items()))
     lines = [
         f"# {report.suite} ({report.status})",
         "",
@@ -208,11 +186,9 @@ def render_markdown(report: Report) -> str:
         "| workload | case | dtype | " + " | ".join(backends) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in backends) + " |",
     ]
-    for workload, case, dtype in _row_keys(report.cells):
+    for workload, case, dtype in dict.fromkeys((c.workload, c.case, c.dtype) for c in report.cells):
         reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
-        texts = [_cell_text(cell, reference, notes, cell_flags(cell, report.environment, report.config)
-                            if cell is not None else None, report.config)
-                 for cell in (by_key.get((workload, case, dtype, b)) for b in backends)]
+        texts = [_cell_text(by_key.get((workload, case, dtype, b)), reference, notes, report) for b in backends]
         lines.append(f"| {workload} | {case} | {dtype} | " + " | ".join(texts) + " |")
     methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"
                       for c in report.cells if c.timing is not None})
@@ -232,18 +208,17 @@ def render_markdown(report: Report) -> str:
                       "so its real-world speed is the host's (host_ms in the JSON report)."]
     lines += _device_lines(report) + _time_lines(report.cells, int(report.config.get("build_workers") or 0))
     lines += _autotune_lines(report)
-    broken = report.plugins
-    if broken:
+    if report.plugins:
         lines += ["", "Plugins that failed to load:", ""]
-        lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in broken]
+        lines += [f"- {r.group} `{r.name}` ({_escape(r.source)}): {_escape(r.reason)}" for r in report.plugins]
     if report.deprecations:
         lines += ["", "Deprecated plugin API the plugins use (served by a shim until its removal; "
                       "docs/plugin-api.md):", ""]
         lines += [f"- {d.group} `{d.plugin}`: {_escape(d.used)}, deprecated since {d.since}; use "
                   f"{_escape(d.instead)} (shim removed in {d.removal})" for d in report.deprecations]
-    if notes.texts:
+    if notes:
         lines += ["", "Notes:", ""]
-        lines += [f"{i}. {_escape(text)}" for i, text in enumerate(notes.texts, start=1)]
+        lines += [f"{i}. {_escape(text)}" for text, i in notes.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -266,10 +241,3 @@ def _sampling_text(timing: dict) -> str:
     noise = timing.get("noise_target", 0) * 100
     return (f"Sampling: adaptive, at least {timing.get('min_iters')} samples and {timing.get('min_time_s')} s, "
             f"until the noise is under {noise:g}% or {timing.get('max_time_s')} s.")
-
-
-def _status_counts(cells: Iterable[CellResult]) -> list[tuple[str, int]]:
-    counts: dict[str, int] = {}
-    for cell in cells:
-        counts[str(cell.status)] = counts.get(str(cell.status), 0) + 1
-    return sorted(counts.items())

@@ -15,11 +15,6 @@ from apex_core.results import Accuracy, CellResult, DeviceInfo, DeviceUse, Repor
 
 SCHEMA_VERSION = 1
 
-def throughput_field(units: str) -> str:
-    """The record key of a throughput: ``tiles_per_s``, ``images_per_s`` (units are free text)."""
-    return f"{units}_per_s"
-
-
 def _finite(value: float | None) -> float | None:
     """JSON has no NaN or Infinity; a non-finite number is written as null."""
     if value is None or not math.isfinite(value):
@@ -41,18 +36,8 @@ def json_safe(value: Any) -> Any:
 
 
 def stats_record(stats: Stats) -> dict[str, Any]:
-    return {
-        "n": stats.n,
-        "mean_ms": stats.mean,
-        "std_ms": stats.std,
-        "min_ms": stats.min,
-        "max_ms": stats.max,
-        "p50_ms": stats.p50,
-        "p90_ms": stats.p90,
-        "p95_ms": stats.p95,
-        "p99_ms": stats.p99,
-        "cv": stats.cv,
-    }
+    times = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99")
+    return {"n": stats.n, **{f"{name}_ms": getattr(stats, name) for name in times}, "cv": stats.cv}
 
 
 def accuracy_record(accuracy: Accuracy) -> dict[str, Any]:
@@ -146,18 +131,10 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
         record["worker_output"] = cell.worker_output
     if cell.telemetry is not None:
         record["telemetry"] = json_safe(attrs.asdict(cell.telemetry))
-    if cell.derived is not None:
-        d = cell.derived
-        record.update(
-            {
-                "units": d.units,
-                throughput_field(d.units): d.units_per_s,
-                "gbps": d.gbps,
-                "tflops": d.tflops,
-                "bytes_moved": d.bytes_moved,
-                "flops": d.flops,
-            }
-        )
+    if (d := cell.derived) is not None:
+        # the throughput's key is named after its units (free text): tiles_per_s, images_per_s
+        record.update({"units": d.units, f"{d.units}_per_s": d.units_per_s, "gbps": d.gbps,
+                       "tflops": d.tflops, "bytes_moved": d.bytes_moved, "flops": d.flops})
     return record
 
 

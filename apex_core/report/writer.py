@@ -20,9 +20,8 @@ def optional_output(text: str | None, flag: str, *others: Path | None) -> Path |
         return None
     path = Path(text)
     prepare_output(path, flag)
-    for other in others:
-        if other is not None:
-            check_distinct({flag: path, "another output": other})
+    for other in filter(None, others):
+        check_distinct({flag: path, "another output": other})
     return path
 
 

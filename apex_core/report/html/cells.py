@@ -34,11 +34,6 @@ class Cell:
     record: Mapping[str, Any]
     samples: tuple[float, ...]  # sorted
 
-    @classmethod
-    def of(cls, doc: str, index: int, record: Mapping[str, Any]) -> Cell:
-        raw = record.get("samples_ms") or []
-        return cls(doc, index, record, tuple(sorted(float(s) for s in raw)))
-
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         r = self.record
@@ -85,7 +80,8 @@ class Cell:
 
 
 def report_cells(doc: str, record: Mapping[str, Any]) -> tuple[Cell, ...]:
-    return tuple(Cell.of(doc, i, c) for i, c in enumerate(record.get("benchmarks") or []))
+    return tuple(Cell(doc, i, c, tuple(sorted(float(s) for s in c.get("samples_ms") or [])))
+                 for i, c in enumerate(record.get("benchmarks") or []))
 
 
 @attrs.frozen
@@ -112,27 +108,18 @@ class CaseGroup:
     def reference(self) -> Cell | None:
         return next((c for c in self.cells if c.backend == REFERENCE_BACKEND and c.comparable), None)
 
-    def no_speedup_reason(self, cell: Cell) -> str:
-        """Why a timed cell shows no speed-up though the reference ran ("" if it has one, or none is due)."""
+    def speedup(self, cell: Cell) -> tuple[Q | None, str]:
+        """The reference's p50 over the cell's (how many times faster than torch-reference), and why a
+        timed cell has none though the reference ran ("" where it has one, or none is due)."""
         reference = self.reference
         if reference is None or cell is reference or not cell.comparable:
-            return ""
+            return None, ""
         ref_p50, p50 = reference.stat("p50_ms"), cell.stat("p50_ms")
         if p50 is None or not p50.value > 0:
-            return "no speed-up: this cell's p50 is 0 ms, and a ratio to it means nothing"
+            return None, "no speed-up: this cell's p50 is 0 ms, and a ratio to it means nothing"
         if ref_p50 is None or not ref_p50.value > 0:
-            return f"no speed-up: {REFERENCE_BACKEND}'s p50 is 0 ms, and a ratio to it means nothing"
-        return ""
-
-    def speedup(self, cell: Cell) -> Q | None:
-        """The reference's p50 over the cell's: how many times faster than torch-reference."""
-        reference = self.reference
-        if reference is None or cell is reference or not cell.comparable:
-            return None
-        ref_p50, p50 = reference.stat("p50_ms"), cell.stat("p50_ms")
-        if ref_p50 is None or p50 is None or not p50.value > 0 or not ref_p50.value > 0:
-            return None
-        return ref_p50 / p50
+            return None, f"no speed-up: {REFERENCE_BACKEND}'s p50 is 0 ms, and a ratio to it means nothing"
+        return ref_p50 / p50, ""
 
 
 def case_groups(cells: Sequence[Cell]) -> tuple[CaseGroup, ...]:
@@ -141,7 +128,5 @@ def case_groups(cells: Sequence[Cell]) -> tuple[CaseGroup, ...]:
     for cell in cells:
         workload, case, _, dtype, device = cell.key
         grouped.setdefault((workload, case, dtype, device), []).append(cell)
-    return tuple(
-        CaseGroup(w, c, dt, dv, tuple(sorted(members, key=lambda m: m.backend != REFERENCE_BACKEND)))
-        for (w, c, dt, dv), members in grouped.items()
-    )
+    return tuple(CaseGroup(*key, tuple(sorted(members, key=lambda m: m.backend != REFERENCE_BACKEND)))
+                 for key, members in grouped.items())

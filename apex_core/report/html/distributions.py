@@ -46,15 +46,13 @@ def histogram(cell: Cell, colour: str) -> str:
     ]
     span = p99.value - low.value
     for i, count in enumerate(counts):
-        if not count:
-            continue
         h = (bottom - top) * count / tallest
-        lo_edge = low.value + span * i / len(counts)
-        parts.append(
-            f'<rect data-mark="bin" x="{left + i * width:.1f}" y="{bottom - h:.1f}" '
-            f'width="{max(width - 0.5, 0.5):.1f}" height="{h:.1f}" fill="{colour}">'
-            f"<title>{count} samples from {lo_edge:.4g} ms</title></rect>"
-        )
+        if count:
+            parts.append(
+                f'<rect data-mark="bin" x="{left + i * width:.1f}" y="{bottom - h:.1f}" '
+                f'width="{max(width - 0.5, 0.5):.1f}" height="{h:.1f}" fill="{colour}">'
+                f"<title>{count} samples from {low.value + span * i / len(counts):.4g} ms</title></rect>"
+            )
     parts.append(f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>')
     parts.append(svg_number(low, left, bottom + 13, css="tick", unit="ms"))
     parts.append(svg_number(p99, right, bottom + 13, css="tick", anchor="end", unit="ms (p99)"))

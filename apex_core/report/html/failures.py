@@ -3,7 +3,7 @@ and the deprecated plugin-API forms the plugins use."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from apex_core.report.html.cells import Cell
@@ -13,45 +13,37 @@ from apex_core.report.html.svg import esc, sortable_table
 STATUS_RANK = {"incorrect": 0, "suspect": 1, "crashed": 2, "timeout": 3, "error": 4, "skipped": 5}
 
 
+def _plugin(p: Mapping[str, Any]) -> str:
+    return (f"<li>{esc(p.get('group', '?'))} <code>{esc(p.get('name', '?'))}</code> "
+            f"({esc(p.get('source', ''))}): {esc(p.get('reason', ''))}</li>")
+
+
+def _deprecation(d: Mapping[str, Any]) -> str:
+    """One of the report's ``deprecations`` (docs/plugin-api.md): what a shim serves, per plugin."""
+    return (f"<li>{esc(d.get('group', '?'))} <code>{esc(d.get('plugin', '?'))}</code>: "
+            f"<code>{esc(d.get('used', ''))}</code>, deprecated since plugin API {esc(d.get('since', '?'))}; "
+            f"use <code>{esc(d.get('instead', ''))}</code> (shim removed in {esc(d.get('removal', '?'))})</li>")
+
+
+def _listed(record: Mapping[str, Any], field: str, title: str, item: Callable[[Mapping[str, Any]], str]) -> str:
+    found = [entry for entry in record.get(field) or [] if isinstance(entry, Mapping)]
+    return f"<h3>{title}</h3><ul>{''.join(item(entry) for entry in found)}</ul>" if found else ""
+
+
 def failures_section(record: Mapping[str, Any], cells: Sequence[Cell]) -> str:
     untimed = sorted((c for c in cells if c.status != "ok"), key=lambda c: STATUS_RANK.get(c.status, 6))
-    plugins = [p for p in record.get("plugins") or [] if isinstance(p, Mapping)]
-    parts = ['<section id="not-timed"><h2>Cells without a time</h2>']
-    if not untimed:
-        parts.append('<p class="none">Every cell ran and was timed.</p>')
-    else:
-        rows = (
-            f'<tr class="status-{esc(c.status)}"><td>{esc(c.record["workload"])}</td>'
-            f'<td>{esc(c.record["case"])}</td>'
-            f"<td>{esc(c.backend)}</td><td>{esc(c.record['dtype'])}</td><td>{esc(c.status)}"
-            f"{' (' + esc(c.record['skip_kind']) + ')' if c.record.get('skip_kind') else ''}</td>"
-            f'<td class="reason">{esc(c.record.get("reason") or "no reason recorded")}</td></tr>'
-            for c in untimed
-        )
-        parts.append(sortable_table(("workload", "case", "backend", "dtype", "status", "reason"), rows))
-    if plugins:
-        parts.append(
-            "<h3>Plugins that failed to load</h3><ul>"
-            + "".join(
-                f"<li>{esc(p.get('group', '?'))} <code>{esc(p.get('name', '?'))}</code> "
-                f"({esc(p.get('source', ''))}): "
-                f"{esc(p.get('reason', ''))}</li>"
-                for p in plugins
-            )
-            + "</ul>"
-        )
-    parts.append(_deprecations(record))
-    return "".join(parts) + "</section>"
-
-
-def _deprecations(record: Mapping[str, Any]) -> str:
-    """The report's ``deprecations`` (docs/plugin-api.md): what a shim serves, per plugin."""
-    found = [d for d in record.get("deprecations") or [] if isinstance(d, Mapping)]
-    if not found:
-        return ""
-    items = "".join(
-        f"<li>{esc(d.get('group', '?'))} <code>{esc(d.get('plugin', '?'))}</code>: "
-        f"<code>{esc(d.get('used', ''))}</code>, deprecated since plugin API {esc(d.get('since', '?'))}; use "
-        f"<code>{esc(d.get('instead', ''))}</code> (shim removed in {esc(d.get('removal', '?'))})</li>"
-        for d in found)
-    return f"<h3>Deprecated plugin API the plugins use</h3><ul>{items}</ul>"
+    rows = (
+        f'<tr class="status-{esc(c.status)}"><td>{esc(c.record["workload"])}</td>'
+        f'<td>{esc(c.record["case"])}</td><td>{esc(c.backend)}</td><td>{esc(c.record["dtype"])}</td>'
+        f"<td>{esc(c.status)}{' (' + esc(c.record['skip_kind']) + ')' if c.record.get('skip_kind') else ''}"
+        f'</td><td class="reason">{esc(c.record.get("reason") or "no reason recorded")}</td></tr>'
+        for c in untimed
+    )
+    head = ("workload", "case", "backend", "dtype", "status", "reason")
+    return (
+        '<section id="not-timed"><h2>Cells without a time</h2>'
+        + (sortable_table(head, rows) if untimed else '<p class="none">Every cell ran and was timed.</p>')
+        + _listed(record, "plugins", "Plugins that failed to load", _plugin)
+        + _listed(record, "deprecations", "Deprecated plugin API the plugins use", _deprecation)
+        + "</section>"
+    )

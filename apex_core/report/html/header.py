@@ -20,6 +20,11 @@ def _text(value: Any) -> str:
     return esc(value)
 
 
+def _texts(source: Mapping[str, Any], *names: str) -> str:
+    """``a / b``: several fields of one table row."""
+    return " / ".join(_text(source.get(name)) for name in names)
+
+
 def _clock_range(cells: Sequence[Cell], name: str) -> str:
     """The lowest and highest NVML reading of a clock over every timed cell, each pointing at its cell."""
     readings = [
@@ -50,20 +55,14 @@ def _throttling(cells: Sequence[Cell]) -> str:
     return f'<span class="bad">throttled while timing {names}</span>'
 
 
-def _row(name: str, value: str) -> str:
-    return f"<tr><th>{esc(name)}</th><td>{value}</td></tr>"
-
-
 def status_chips(record: Mapping[str, Any], doc: str) -> str:
     summary = record.get("summary") or {}
-    names = [s for s in STATUS_ORDER if s in summary] + sorted(
-        k for k in summary if k not in STATUS_ORDER and k != "cells"
-    )
+    names = [s for s in STATUS_ORDER if s in summary] + sorted(set(summary) - {*STATUS_ORDER, "cells"})
     chips = [f'<span class="chip total">{number(Q.at(record, doc, "summary", "cells"))} cells</span>']
     chips += [
-        f'<span class="chip status-{esc(s)}">{number(Q.at(record, doc, "summary", s))} {esc(s)}</span>'
+        f'<span class="chip status-{esc(s)}">{number(count)} {esc(s)}</span>'
         for s in names
-        if Q.at(record, doc, "summary", s) is not None
+        if (count := Q.at(record, doc, "summary", s)) is not None
     ]
     return '<div class="chips">' + "".join(chips) + "</div>"
 
@@ -75,50 +74,33 @@ def header_section(
     config = record.get("config") or {}
     timing = config.get("timing") or {}
     git = env.get("git") or {}
-    dirty = {True: " (dirty: uncommitted changes)", False: " (clean)"}.get(bool(git.get("dirty")), "")
-    if git.get("dirty") is None:
-        dirty = ""
-    card = env.get("gpu") or env.get("cpu")
-    facts_copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
-    rows = [
-        _row(
-            "card",
-            _text(card)
-            + (
-                f' <span class="note">({number(Q.at(record, doc, "environment", "sm_count"))}'
-                f" SMs, {number(Q.at(record, doc, 'environment', 'gpu_memory_gb'))} GB)</span>"
-                if env.get("gpu")
-                else ""
-            ),
-        ),
-        _row("driver / CUDA", f"{_text(env.get('driver'))} / {_text(env.get('cuda'))}"),
-        _row("SM clock while timed", _clock_range(cells, "sm_clock_mhz")),
-        _row("memory clock while timed", _clock_range(cells, "mem_clock_mhz")),
-        _row("throttling", _throttling(cells)),
-        _row(
-            "copy bandwidth (measured)",
-            f"{number(facts_copy, 'GB/s')}"
-            if facts_copy
-            else _text((env.get("device_facts") or {}).get("cuda_unavailable")),
-        ),
-        _row(
-            "torch / triton / tensorrt",
-            f"{_text(env.get('torch'))} / {_text(env.get('triton'))} / {_text(env.get('tensorrt'))}",
-        ),
-        _row("python / platform", f"{_text(env.get('python'))} / {_text(env.get('platform'))}"),
-        _row("commit", f"<code>{_text(git.get('commit'))}</code>{esc(dirty)}"),
-        _row("tags", _text(list(tags)) if tags else '<span class="none">– (tags live in the history)</span>'),
-        _row("profile / dtypes", f"{_text(config.get('profile'))} / {_text(config.get('dtypes'))}"),
-        _row(
-            "timing",
-            f"{_text(timing.get('timer'))} timer, {_text(timing.get('cache'))} L2"
-            f"{', CUDA graphs' if timing.get('graph') else ''}, noise target "
-            f"{number(Q.at(record, doc, 'config', 'timing', 'noise_target'))}",
-        ),
-    ]
+    dirty = "" if git.get("dirty") is None else " (dirty: uncommitted changes)" if git["dirty"] else " (clean)"
+    sizes = (
+        f' <span class="note">({number(Q.at(record, doc, "environment", "sm_count"))} SMs, '
+        f'{number(Q.at(record, doc, "environment", "gpu_memory_gb"))} GB)</span>'
+    )
+    copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
+    copy_text = number(copy, "GB/s") if copy else _text((env.get("device_facts") or {}).get("cuda_unavailable"))
+    rows = {
+        "card": _text(env.get("gpu") or env.get("cpu")) + (sizes if env.get("gpu") else ""),
+        "driver / CUDA": _texts(env, "driver", "cuda"),
+        "SM clock while timed": _clock_range(cells, "sm_clock_mhz"),
+        "memory clock while timed": _clock_range(cells, "mem_clock_mhz"),
+        "throttling": _throttling(cells),
+        "copy bandwidth (measured)": copy_text,
+        "torch / triton / tensorrt": _texts(env, "torch", "triton", "tensorrt"),
+        "python / platform": _texts(env, "python", "platform"),
+        "commit": f"<code>{_text(git.get('commit'))}</code>{esc(dirty)}",
+        "tags": _text(list(tags)) if tags else '<span class="none">– (tags live in the history)</span>',
+        "profile / dtypes": _texts(config, "profile", "dtypes"),
+        "timing": f"{_text(timing.get('timer'))} timer, {_text(timing.get('cache'))} L2"
+        f"{', CUDA graphs' if timing.get('graph') else ''}, noise target "
+        f"{number(Q.at(record, doc, 'config', 'timing', 'noise_target'))}",
+    }
+    table = "".join(f"<tr><th>{esc(name)}</th><td>{value}</td></tr>" for name, value in rows.items())
     return (
         f'<header id="top"><h1>{esc(record.get("suite", "apex-bench"))} report</h1>'
         f'<p class="subtitle">Run of {esc(record.get("timestamp_utc", "?"))} UTC, status '
         f"<b>{esc(record.get('status', '?'))}</b>, from <code>{esc(label)}</code></p>"
-        f'{status_chips(record, doc)}<table class="env">{"".join(rows)}</table></header>'
+        f'{status_chips(record, doc)}<table class="env">{table}</table></header>'
     )

@@ -52,7 +52,6 @@ class ReportInputs:
     runs: tuple[RunInput, ...]
     history: HistoryInput | None = None
     baseline: Baseline | None = None
-    baseline_label: str = ""
     gate: Mapping[str, Any] | None = None
     gate_label: str = ""
     peak_tflops: float | None = None
@@ -68,11 +67,8 @@ def check_report_record(path: Path | str, record: Any) -> Mapping[str, Any]:
         raise InputFileError(path, None, f"a report is a JSON object, got {type(record).__name__}")
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise InputFileError(
-            path,
-            "schema_version",
-            f"is {version!r}: this apex-bench reads reports of schema version {SCHEMA_VERSION} only",
-        )
+        reads = f"this apex-bench reads reports of schema version {SCHEMA_VERSION} only"
+        raise InputFileError(path, "schema_version", f"is {version!r}: {reads}")
     validate_against(path, record, report_schema())
     return record
 
@@ -88,11 +84,7 @@ def read_compare_summary(path: Path | str) -> Mapping[str, Any]:
     if not isinstance(record, dict) or not isinstance(record.get("checks"), list):
         raise InputFileError(path, "checks", "missing: not a compare summary (apex-bench compare --summary)")
     for index, check in enumerate(record["checks"]):
-        if (
-            not isinstance(check, dict)
-            or not isinstance(check.get("metric"), str)
-            or not isinstance(check.get("status"), str)
-        ):
+        if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("metric", "status")):
             raise InputFileError(path, f"checks[{index}]", "lacks a metric name or a status")
     return record
 
@@ -119,18 +111,10 @@ def read_history(
         key, environment_id = environment_identity(subject)
         runs = store.runs(environment_key=environment_id)
         if not runs:
-            others = store.runs(limit=5)
-            held = (
-                "; ".join(
-                    sorted({f"{r.environment_id} ({_environment_words(r.environment_key)})" for r in others})
-                )
-                or "no runs at all"
-            )
-            raise HistoryError(
-                path,
-                f"holds no run of the report's environment {environment_id} "
-                f"({_environment_words(key)}); it holds {held}",
-            )
+            others = sorted({f"{r.environment_id} ({_environment_words(r.environment_key)})"
+                             for r in store.runs(limit=5)})
+            raise HistoryError(path, f"holds no run of the report's environment {environment_id} "
+                               f"({_environment_words(key)}); it holds {'; '.join(others) or 'no runs at all'}")
         series = store.series("p50_ms", environment_key=environment_id, limit=TREND_RUNS)
         subject_run = next((r.run_id for r in runs if r.timestamp_utc == subject.get("timestamp_utc")), None)
         return HistoryInput(
@@ -161,7 +145,6 @@ def gather(
         runs=tuple(runs),
         history=history_input,
         baseline=load_baseline(baseline) if baseline is not None else None,
-        baseline_label=str(baseline or ""),
         gate=read_compare_summary(summary) if summary is not None else None,
         gate_label=str(summary or ""),
         peak_tflops=peak_tflops,

@@ -33,9 +33,7 @@ from apex_core.stats import percentile
 
 def fmt(value: float) -> str:
     """Four significant digits (the exponent form below 1e-4 and from 1e4 up)."""
-    if value == 0:
-        return "0"
-    return f"{value:.4g}"
+    return "0" if value == 0 else f"{value:.4g}"
 
 
 @attrs.frozen

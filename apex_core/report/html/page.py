@@ -23,6 +23,11 @@ from apex_core.report.html.svg import backend_colours, esc
 from apex_core.report.html.trends import history_section
 from apex_core.report.markdown import REFERENCE_BACKEND
 
+NAV = (
+    '<a href="#top">environment</a><a href="#cases">per case</a><a href="#roofline">roofline</a>'
+    '<a href="#not-timed">cells without a time</a><a href="#history">history</a>'
+)
+
 
 def _subject_tags(inputs: ReportInputs) -> tuple[str, ...]:
     history = inputs.history
@@ -43,26 +48,16 @@ def render_html(inputs: ReportInputs) -> str:
     groups = case_groups(cells)
     timed_groups = [g for g in groups if any(c.timed for c in g.cells)]
     compares = [side_by_side_section(other, subject, cells) for other in inputs.runs[:-1]]
-    nav = [
-        '<a href="#top">environment</a>',
-        '<a href="#cases">per case</a>',
-        '<a href="#roofline">roofline</a>',
-        '<a href="#not-timed">cells without a time</a>',
-        '<a href="#history">history</a>',
-    ]
-    if compares:
-        nav.append(f'<a href="#compare-{esc(inputs.runs[0].doc)}-vs-{esc(doc)}">A vs B</a>')
+    nav = NAV + (f'<a href="#compare-{esc(inputs.runs[0].doc)}-vs-{esc(doc)}">A vs B</a>' if compares else "")
     case_index = " · ".join(f'<a href="#{esc(g.anchor)}">{esc(g.title)}</a>' for g in timed_groups)
     body = [
-        f"<nav>{''.join(nav)}</nav>",
+        f"<nav>{nav}</nav>",
         header_section(record, doc, subject.label, cells, _subject_tags(inputs)),
         '<section id="cases"><h2>Per workload and case</h2><p class="caption">Bars are the p50 per call, '
-        "whiskers "
-        "run from p5 to p95 of the raw samples, the diamond is the host's time to issue one call (above the "
-        "bar: launch-bound), the dashed line is the copy-bandwidth floor. The speed-up is "
-        "torch-reference's p50 "
-        f"over the backend's. The axis turns logarithmic when the values span more than 20x.</p>"
-        f'<p class="note">{case_index}</p>',
+        "whiskers run from p5 to p95 of the raw samples, the diamond is the host's time to issue one call "
+        "(above the bar: launch-bound), the dashed line is the copy-bandwidth floor. The speed-up is "
+        "torch-reference's p50 over the backend's. The axis turns logarithmic when the values span more "
+        f'than 20x.</p><p class="note">{case_index}</p>',
         *(case_section(g, record, colours) for g in groups),
         "</section>",
         roofline_section(record, doc, cells, colours, inputs.peak_tflops),

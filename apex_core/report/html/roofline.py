@@ -16,30 +16,25 @@ from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
 from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, x_axis, y_axis
 
 WIDTH = 900
+Rated = list[tuple[Cell, Q]]  # cells with their achieved GB/s
 
 
-def _rated(cells: Sequence[Cell]) -> list[Cell]:
-    return [
-        c
-        for c in cells
-        if c.comparable and c.field("gbps") is not None and (c.field("bytes_moved") or Q(0.0, "")).value > 0
-    ]
+def _rated(cells: Sequence[Cell]) -> Rated:
+    """The cells timed as speeds that report achieved GB/s over a positive byte count, with that rate."""
+    return [(c, gbps) for c in cells if c.comparable and (gbps := c.field("gbps")) is not None
+            and (c.field("bytes_moved") or Q(0.0, "")).value > 0]
 
 
-def bandwidth_plot(cells: Sequence[Cell], copy: Q | None, colours: Mapping[str, str]) -> str:
+def bandwidth_plot(rated: Rated, copy: Q | None, colours: Mapping[str, str]) -> str:
     """Achieved GB/s per cell as bars, with the measured copy bandwidth as the line no cell should cross."""
-    rated = _rated(cells)
     row, top, left, right = 18, 24, 340, WIDTH - 70
-    values = [c.field("gbps").value for c in rated if c.field("gbps")]  # type: ignore[union-attr]
-    scale = Scale.fit(values + ([copy.value] if copy else []), left, right)
+    scale = Scale.fit([gbps.value for _, gbps in rated] + ([copy.value] if copy else []), left, right)
     bottom = top + row * len(rated)
     parts = [
         open_plot("bandwidth", WIDTH, bottom + 40, "achieved GB/s per cell against the copy bandwidth"),
         x_axis(scale, bottom, "achieved GB/s (minimal bytes / p50)", top),
     ]
-    for position, cell in enumerate(rated):
-        gbps = cell.field("gbps")
-        assert gbps is not None
+    for position, (cell, gbps) in enumerate(rated):
         y = top + row * position
         over = copy is not None and gbps.value > copy.value
         parts.append(
@@ -60,11 +55,11 @@ def bandwidth_plot(cells: Sequence[Cell], copy: Q | None, colours: Mapping[str, 
     return "".join(parts) + "</svg>"
 
 
-def roofline_plot(cells: Sequence[Cell], copy: Q | None, peak: Q | None, colours: Mapping[str, str]) -> str:
+def roofline_plot(rated: Rated, copy: Q | None, peak: Q | None, colours: Mapping[str, str]) -> str:
     """TFLOP/s against arithmetic intensity (FLOP per byte), log-log, with the roofs this device has."""
     points = [
         (c, intensity, tflops)
-        for c in _rated(cells)
+        for c, _ in rated
         for flops, moved, tflops in [(c.field("flops"), c.field("bytes_moved"), c.field("tflops"))]
         if flops and moved and tflops and flops.value > 0 and tflops.value > 0
         for intensity in [flops / moved]
@@ -99,13 +94,8 @@ def roofline_plot(cells: Sequence[Cell], copy: Q | None, peak: Q | None, colours
     return "".join(parts) + "</svg>"
 
 
-def roofline_section(
-    record: Mapping[str, Any],
-    doc: str,
-    cells: Sequence[Cell],
-    colours: Mapping[str, str],
-    peak_tflops: float | None,
-) -> str:
+def roofline_section(record: Mapping[str, Any], doc: str, cells: Sequence[Cell], colours: Mapping[str, str],
+                     peak_tflops: float | None) -> str:
     copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
     peak = Q.at(record, doc, "environment", "device_facts", "peak_tflops")
     if peak is None and peak_tflops:
@@ -116,20 +106,14 @@ def roofline_section(
             '<section id="roofline"><h2>Roofline</h2><p class="none">No timed cell reports achieved '
             "bandwidth (CPU runs and the Triton interpreter have no roofline).</p></section>"
         )
-    copy_text = (
-        f"the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}"
-        if copy
-        else "no measured copy bandwidth (not a CUDA run)"
-    )
-    peak_text = (
-        f"The compute roof is {number(peak, 'TFLOP/s')}."
-        if peak
-        else "No compute roof: runs do not measure the device's peak FLOP rate (give --peak-tflops)."
-    )
+    copy_text = (f"the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}" if copy
+                 else "no measured copy bandwidth (not a CUDA run)")
+    peak_text = (f"The compute roof is {number(peak, 'TFLOP/s')}." if peak
+                 else "No compute roof: runs do not measure the device's peak FLOP rate (give --peak-tflops).")
     return (
         f'<section id="roofline"><h2>Roofline</h2><p class="caption">Achieved rates from each cell\'s '
         f"minimal bytes and FLOPs over its p50, against {copy_text}. A bar past the line is faster than "
         f"physics allows: it skipped work or counts bytes it need not move. {peak_text}</p>"
-        f'<div class="figure">{bandwidth_plot(cells, copy, colours)}</div>'
-        f'<div class="figure">{roofline_plot(cells, copy, peak, colours)}</div></section>'
+        f'<div class="figure">{bandwidth_plot(rated, copy, colours)}</div>'
+        f'<div class="figure">{roofline_plot(rated, copy, peak, colours)}</div></section>'
     )

@@ -23,8 +23,7 @@ VERDICT_CSS = {"slower": "bad", "faster": "good", "same": "same", "inconclusive"
 
 def _metric(cell: Cell) -> str:
     """The gate's name of the cell's p50 metric, which also seeds the verdict's bootstrap."""
-    workload, case, backend, dtype, _ = cell.key
-    return metric_name(workload, case, backend, dtype, "p50_ms")
+    return metric_name(*cell.key[:4], "p50_ms")
 
 
 def _judge_src(a: Cell, b: Cell, field: str) -> str:
@@ -34,22 +33,15 @@ def _judge_src(a: Cell, b: Cell, field: str) -> str:
 def _verdict(a: Cell, b: Cell) -> tuple[str, Q | None, Q | None, Q | None, str]:
     """(label, ratio, ci_low, ci_high, reason) of B against A on the p50."""
     verdict = judge(a.samples, b.samples, 50.0, seed=metric_seed(_metric(b)))
-
-    def q(value: float | None, field: str) -> Q | None:
-        return None if value is None else Q(value, _judge_src(a, b, field))
-
-    return (
-        verdict.label,
-        q(verdict.ratio, "ratio"),
-        q(verdict.ci_low, "ci_low"),
-        q(verdict.ci_high, "ci_high"),
-        verdict.reason,
+    ratio, low, high = (
+        None if (value := getattr(verdict, field)) is None else Q(value, _judge_src(a, b, field))
+        for field in ("ratio", "ci_low", "ci_high")
     )
+    return verdict.label, ratio, low, high, verdict.reason
 
 
-def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name: str) -> str:
+def _ratio_plot(shown: list[tuple[Cell, Q, Q | None, Q | None, str]], name: str) -> str:
     """B / A per cell on a log axis around 1, with the verdict's interval as the whisker."""
-    shown = [r for r in rows if r[1] is not None]
     if not shown:
         return ""
     row, top, left, right, width = 18, 20, 340, 880, 900
@@ -62,18 +54,14 @@ def _ratio_plot(rows: list[tuple[Cell, Q | None, Q | None, Q | None, str]], name
         f'<line class="roof" x1="{scale(1.0):.1f}" y1="{top}" x2="{scale(1.0):.1f}" y2="{bottom:.1f}"/>',
     ]
     for position, (cell, ratio, low, high, label) in enumerate(shown):
-        assert ratio is not None
         y = top + row * position + 9
+        whisker = "" if low is None or high is None else (
+            f'<line class="whisker" x1="{scale(low.value):.1f}" y1="{y:.1f}" x2="{scale(high.value):.1f}" '
+            f'y2="{y:.1f}"/>'
+        )
         parts.append(
             f'<text class="label" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(cell.name)}</text>'
-        )
-        if low is not None and high is not None:
-            parts.append(
-                f'<line class="whisker" x1="{scale(low.value):.1f}" y1="{y:.1f}" '
-                f'x2="{scale(high.value):.1f}" y2="{y:.1f}"/>'
-            )
-        parts.append(
-            f'<circle data-mark="point" class="verdict-{esc(label)}" cx="{scale(ratio.value):.1f}" '
+            f'{whisker}<circle data-mark="point" class="verdict-{esc(label)}" cx="{scale(ratio.value):.1f}" '
             f'cy="{y:.1f}" r="4" {data_attrs(ratio)}><title>{esc(cell.name)}: {ratio.value:.4g} '
             f"({esc(label)})</title></circle>"
         )
@@ -91,7 +79,8 @@ def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> s
         p50_a, p50_b = other.stat("p50_ms"), cell.stat("p50_ms")
         if other.timed and cell.timed:
             label, ratio, low, high, reason = _verdict(other, cell)
-            plotted.append((cell, ratio, low, high, label))
+            if ratio is not None:
+                plotted.append((cell, ratio, low, high, label))
             interval = f"[{number(low)}, {number(high)}]" if low and high else esc(reason)
             css = VERDICT_CSS.get(label, "")
             verdict = (
@@ -99,23 +88,16 @@ def side_by_side_section(a: RunInput, b: RunInput, cells_b: Sequence[Cell]) -> s
                 f'data-judge="{esc(_judge_src(other, cell, "label"))}">{esc(label)}</span>'
             )
         else:
-            ratio, interval, verdict = (
-                None,
-                "",
-                f'<span class="none">{esc(other.status)} / {esc(cell.status)}</span>',
-            )
+            ratio, interval = None, ""
+            verdict = f'<span class="none">{esc(other.status)} / {esc(cell.status)}</span>'
         rows_html.append(
             f"<tr><td>{esc(cell.name)}</td><td>{number(p50_a)}</td><td>{number(p50_b)}</td>"
             f"<td>{number(ratio, 'x')}</td><td>{verdict}</td><td>{interval}</td></tr>"
         )
     only = sorted(set(cells_a) - {c.key for c in cells_b})
     differences = refused_differences(gate_environment_key(a.record), gate_environment_key(b.record))
-    warn = (
-        f'<p class="bad">Not like for like: {esc("; ".join(differences))}. The ratios compare different '
-        f"setups.</p>"
-        if differences
-        else ""
-    )
+    warn = (f'<p class="bad">Not like for like: {esc("; ".join(differences))}. The ratios compare different '
+            "setups.</p>" if differences else "")
     head = ("cell", "A p50 ms", "B p50 ms", "B / A", "verdict", "95 % interval of B / A")
     name = f"{a.doc}-vs-{b.doc}"
     return (

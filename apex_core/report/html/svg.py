@@ -33,12 +33,9 @@ def sortable_table(headers: Iterable[str], rows: Iterable[str]) -> str:
 
 def backend_colours(backends: Iterable[str], reference: str) -> dict[str, str]:
     """One colour per backend, the reference always grey, the others in order of first appearance."""
-    colours: dict[str, str] = {}
     others = iter(PALETTE)
-    for name in backends:
-        if name not in colours:
-            colours[name] = REFERENCE_COLOUR if name == reference else next(others, "#444444")
-    return colours
+    return {name: REFERENCE_COLOUR if name == reference else next(others, "#444444")
+            for name in dict.fromkeys(backends)}
 
 
 _MAX_DECADE = 300
@@ -106,10 +103,7 @@ def nice_step(raw: float) -> float:
     if raw <= 0 or not math.isfinite(raw):
         return 1.0
     power = 10 ** math.floor(math.log10(raw))
-    for multiple in (1, 2, 5, 10):
-        if raw <= multiple * power:
-            return multiple * power
-    return 10 * power
+    return next((multiple * power for multiple in (1, 2, 5) if raw <= multiple * power), 10 * power)
 
 
 def tick_label(value: float) -> str:
@@ -127,38 +121,32 @@ def open_plot(name: str, width: float, height: float, title: str) -> str:
 
 def x_axis(scale: Scale, y: float, label: str, top: float) -> str:
     """Ticks, grid lines up to ``top`` and the axis label below ``y``."""
-    parts = [f'<line class="axis" x1="{scale.start:.1f}" y1="{y:.1f}" x2="{scale.end:.1f}" y2="{y:.1f}"/>']
-    for tick in scale.ticks():
-        x = scale(tick)
-        parts.append(
-            f'<line class="grid" x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{y:.1f}"/>'
-            f'<text class="tick" x="{x:.1f}" y="{y + 13:.1f}" text-anchor="middle">'
-            f"{tick_label(tick)}</text>"
-        )
+    ticks = "".join(
+        f'<line class="grid" x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{y:.1f}"/>'
+        f'<text class="tick" x="{x:.1f}" y="{y + 13:.1f}" text-anchor="middle">{tick_label(tick)}</text>'
+        for tick in scale.ticks() for x in [scale(tick)]
+    )
     middle = (scale.start + scale.end) / 2
-    parts.append(
+    return (
+        f'<line class="axis" x1="{scale.start:.1f}" y1="{y:.1f}" x2="{scale.end:.1f}" y2="{y:.1f}"/>{ticks}'
         f'<text class="axis-label" x="{middle:.1f}" y="{y + 28:.1f}" text-anchor="middle">'
         f"{esc(label)}{' (log axis)' if scale.log else ''}</text>"
     )
-    return "".join(parts)
 
 
 def y_axis(scale: Scale, x: float, label: str, right: float) -> str:
     """Ticks, grid lines across to ``right`` and the axis label left of ``x``."""
-    parts = [f'<line class="axis" x1="{x:.1f}" y1="{scale.start:.1f}" x2="{x:.1f}" y2="{scale.end:.1f}"/>']
-    for tick in scale.ticks():
-        y = scale(tick)
-        parts.append(
-            f'<line class="grid" x1="{x:.1f}" y1="{y:.1f}" x2="{right:.1f}" y2="{y:.1f}"/>'
-            f'<text class="tick" x="{x - 4:.1f}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{tick_label(tick)}</text>"
-        )
+    ticks = "".join(
+        f'<line class="grid" x1="{x:.1f}" y1="{y:.1f}" x2="{right:.1f}" y2="{y:.1f}"/>'
+        f'<text class="tick" x="{x - 4:.1f}" y="{y + 4:.1f}" text-anchor="end">{tick_label(tick)}</text>'
+        for tick in scale.ticks() for y in [scale(tick)]
+    )
     middle = (scale.start + scale.end) / 2
-    parts.append(
+    return (
+        f'<line class="axis" x1="{x:.1f}" y1="{scale.start:.1f}" x2="{x:.1f}" y2="{scale.end:.1f}"/>{ticks}'
         f'<text class="axis-label" x="12" y="{middle:.1f}" text-anchor="middle" '
         f'transform="rotate(-90 12 {middle:.1f})">{esc(label)}{" (log)" if scale.log else ""}</text>'
     )
-    return "".join(parts)
 
 
 def polyline(points: Sequence[tuple[float, float]], colour: str, css: str = "line", extra: str = "") -> str:
@@ -170,9 +158,7 @@ def legend(items: Sequence[tuple[str, str]], x: float, y: float) -> str:
     """Colour keys in one row from (x, y)."""
     parts = []
     for name, colour in items:
-        parts.append(
-            f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>'
-            f'<text class="legend" x="{x + 14:.1f}" y="{y:.1f}">{esc(name)}</text>'
-        )
+        parts.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>'
+                     f'<text class="legend" x="{x + 14:.1f}" y="{y:.1f}">{esc(name)}</text>')
         x += 24 + 6.5 * len(name)
     return "".join(parts)

@@ -24,6 +24,7 @@ from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, s
 
 WIDTH, HEIGHT = 900, 240
 LEFT, RIGHT, TOP, BOTTOM = 70, 880, 28, 200
+Key = tuple[str, str, str, str]  # workload, case, dtype, device: one plot
 
 
 def _band(baseline: Baseline | None, name: str) -> tuple[Q, Q] | None:
@@ -36,22 +37,15 @@ def _band(baseline: Baseline | None, name: str) -> tuple[Q, Q] | None:
     )
 
 
-def _group(points: Sequence[SeriesPoint]) -> dict[tuple[str, str, str, str], dict[str, list[SeriesPoint]]]:
-    grouped: dict[tuple[str, str, str, str], dict[str, list[SeriesPoint]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
+def _group(points: Sequence[SeriesPoint]) -> dict[Key, dict[str, list[SeriesPoint]]]:
+    grouped: dict[Key, dict[str, list[SeriesPoint]]] = defaultdict(lambda: defaultdict(list))
     for p in points:
         grouped[(p.workload, p.case, p.dtype, p.device)][p.backend].append(p)
     return grouped
 
 
-def trend_plot(
-    key: tuple[str, str, str, str],
-    lines: Mapping[str, list[SeriesPoint]],
-    run_ids: Sequence[int],
-    baseline: Baseline | None,
-    colours: Mapping[str, str],
-) -> str:
+def trend_plot(key: Key, lines: Mapping[str, list[SeriesPoint]], run_ids: Sequence[int],
+               baseline: Baseline | None, colours: Mapping[str, str]) -> str:
     workload, case, dtype, device = key
     title = f"{workload} / {case} ({dtype}, {device})"
     position = {run: i for i, run in enumerate(run_ids)}
@@ -66,29 +60,26 @@ def trend_plot(
         y_axis(ys, LEFT, "p50 ms", RIGHT),
     ]
     every = max(1, len(run_ids) // 12)
-    for run, i in position.items():
-        if i % every == 0 or i == len(run_ids) - 1:
-            parts.append(
-                f'<text class="tick" x="{LEFT + i * step:.1f}" y="{BOTTOM + 14}" '
-                f'text-anchor="middle">#{run}</text>'
-            )
+    parts += [
+        f'<text class="tick" x="{LEFT + i * step:.1f}" y="{BOTTOM + 14}" text-anchor="middle">#{run}</text>'
+        for run, i in position.items()
+        if i % every == 0 or i == len(run_ids) - 1
+    ]
     parts.append(
         f'<text class="axis-label" x="{(LEFT + RIGHT) / 2}" y="{BOTTOM + 30}" text-anchor="middle">'
         "history run (oldest left)</text>"
     )
     for backend, series in lines.items():
         colour = colours.get(backend, "#0072B2")
-        band = bands[backend]
-        if band is not None:
-            low, high = ys(band[0].value), ys(band[1].value)
+        if band := bands[backend]:
+            value, allowed = band
+            low, high = ys(value.value), ys(allowed.value)
             parts.append(
                 f'<rect class="band" data-mark="band" x="{LEFT}" y="{min(low, high):.1f}" '
-                f'width="{RIGHT - LEFT}" '
-                f'height="{max(abs(low - high), 1.0):.1f}" fill="{colour}" {data_attrs(band[1])}>'
-                f"<title>{esc(backend)} baseline {band[0].value:.4g} ms, allowed up to {band[1].value:.4g} ms"
-                f'</title></rect><line class="band-line" x1="{LEFT}" x2="{RIGHT}" '
-                f'y1="{low:.1f}" y2="{low:.1f}" '
-                f'stroke="{colour}" {data_attrs(band[0])}/>'
+                f'width="{RIGHT - LEFT}" height="{max(abs(low - high), 1.0):.1f}" fill="{colour}" '
+                f"{data_attrs(allowed)}><title>{esc(backend)} baseline {value.value:.4g} ms, allowed up to "
+                f'{allowed.value:.4g} ms</title></rect><line class="band-line" x1="{LEFT}" x2="{RIGHT}" '
+                f'y1="{low:.1f}" y2="{low:.1f}" stroke="{colour}" {data_attrs(value)}/>'
             )
         xy = [(LEFT + position[p.run_id] * step, ys(p.value)) for p in series]
         parts.append(polyline(xy, colour))
@@ -101,8 +92,7 @@ def trend_plot(
                 f"({esc((p.commit or 'no commit')[:10])}): {p.value:.4g} ms</title></circle>"
             )
         for change in change_points([p.value for p in series]):
-            at = series[change.index]
-            x = LEFT + position[at.run_id] * step
+            at, x = series[change.index], xy[change.index][0]
             payload = json.dumps({"index": change.index, "before": change.before, "after": change.after})
             direction = "slower" if change.after > change.before else "faster"
             parts.append(
@@ -116,20 +106,19 @@ def trend_plot(
 
 
 def gate_table(gate: Mapping[str, Any], label: str) -> str:
-    checks = gate.get("checks") or []
     rows = []
-    for i, check in enumerate(checks):
+    for i, check in enumerate(gate.get("checks") or []):
 
-        def at(field: str, i: int = i) -> Q | None:
-            return Q.at(gate, "gate", "checks", i, field)
+        def shown(field: str, unit: str = "", i: int = i) -> str:
+            return number(Q.at(gate, "gate", "checks", i, field), unit)
 
+        status, verdict = esc(check.get("status")), esc(check.get("verdict"))
         rows.append(
-            f'<tr class="status-{esc(check.get("status"))}"><td>{esc(check.get("metric"))}</td>'
-            f"<td>{esc(check.get('status'))}</td><td>{number(at('baseline_ms'))}</td>"
-            f"<td>{number(at('allowed_max_ms'))}</td><td>{number(at('current_ms'))}</td>"
-            f'<td><span class="verdict" data-verdict="{esc(check.get("verdict"))}">{esc(check.get("verdict"))}'
-            f"</span> {number(at('verdict_ratio'), 'x')}</td><td>[{number(at('ci_low'))}, "
-            f'{number(at("ci_high"))}]</td><td class="reason">{esc(check.get("reason") or "")}</td></tr>'
+            f'<tr class="status-{status}"><td>{esc(check.get("metric"))}</td><td>{status}</td>'
+            f"<td>{shown('baseline_ms')}</td><td>{shown('allowed_max_ms')}</td><td>{shown('current_ms')}</td>"
+            f'<td><span class="verdict" data-verdict="{verdict}">{verdict}</span> {shown("verdict_ratio", "x")}'
+            f'</td><td>[{shown("ci_low")}, {shown("ci_high")}]</td>'
+            f'<td class="reason">{esc(check.get("reason") or "")}</td></tr>'
         )
     head = ("metric", "rule", "baseline ms", "allowed max ms", "current ms", "verdict", "95 % interval",
             "reason")
@@ -140,13 +129,8 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
     )
 
 
-def history_section(
-    history: HistoryInput | None,
-    baseline: Baseline | None,
-    gate: Mapping[str, Any] | None,
-    gate_label: str,
-    colours: Mapping[str, str],
-) -> str:
+def history_section(history: HistoryInput | None, baseline: Baseline | None, gate: Mapping[str, Any] | None,
+                    gate_label: str, colours: Mapping[str, str]) -> str:
     parts = ['<section id="history"><h2>History</h2>']
     if history is None:
         parts.append('<p class="none">No history given (--history DB adds a trend per cell).</p>')
@@ -154,9 +138,8 @@ def history_section(
         run_ids = sorted({p.run_id for p in history.series})
         parts.append(
             f'<p class="caption">{plural(len(history.runs), "run")} of environment '
-            f'<code>{esc(history.environment_id)}'
-            f"</code> in <code>{esc(history.path)}</code>; this report's run is "
-            f"{'#' + str(history.subject_run_id) if history.subject_run_id else 'not among them'}. "
+            f"<code>{esc(history.environment_id)}</code> in <code>{esc(history.path)}</code>; this report's "
+            f"run is {'#' + str(history.subject_run_id) if history.subject_run_id else 'not among them'}. "
             "Vertical lines mark change points (a step of 5 % or more held for 3 runs each side); "
             "shaded bands run from the baseline to the gate's allowed maximum.</p>"
         )
