@@ -6,6 +6,8 @@ A flag never changes a number; it tells the reader why not to trust one as it st
 - ``p50_over_min``: the median is more than 1.5x the fastest sample (a bimodal or disturbed run);
 - ``launch_bound``: issuing one call costs the host more than the device spends on it;
 - ``throttled``: NVML saw a power or thermal limit hold the clocks down during the timing;
+- ``contended``: other processes kept at least half a core busy while it sampled
+  (``metadata.host_load``, apex_core/measure/host_load.py): its time may be the machine's;
 - ``faster_than_physics``: the cell moved its minimal bytes faster than this device's memory
   can (``physics_gbps``: its peak from NVML, ``environment.device_facts.dram_peak_gbps``, else
   the copy bandwidth measured once per run with a margin): it skipped work, or its ``work()``
@@ -31,12 +33,13 @@ import attrs
 
 from apex_core.errors import plural
 from apex_core.measure.doctor import physics_gbps
+from apex_core.measure.host_load import contended
 from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5
 # every flag a cell can carry (report.schema.json lists the same)
 FLAGS = ("noisy", "p50_over_min", "launch_bound", "throttled", "faster_than_physics",
-         "no_device_work", "below_timer_floor", "few_samples")
+         "no_device_work", "below_timer_floor", "few_samples", "contended")
 STRICT_FLAGS = ("faster_than_physics",)
 
 
@@ -150,6 +153,7 @@ def cell_flags(cell: CellResult, environment: dict[str, Any], config: dict[str, 
         "p50_over_min": stats.min > 0 and stats.p50 / stats.min > P50_OVER_MIN_LIMIT,
         "launch_bound": is_launch_bound(timing),
         "throttled": cell.telemetry is not None and cell.telemetry.throttled,
+        "contended": contended(cell.metadata.get("host_load")),
     }
     flags = [flag for flag, raised in simple.items() if raised]
     flags += degenerate_flags(FlagFacts.of_cell(cell, timing, config))

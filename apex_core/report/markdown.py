@@ -13,7 +13,7 @@ from typing import Any
 
 from apex_core.errors import plural
 from apex_core.report.flags import FlagFacts, cell_flags, flag_note, is_launch_bound
-from apex_core.results import CellResult, Report, Status, Telemetry
+from apex_core.results import FAILING_STATUSES, CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
 PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's memory bandwidth; it skipped "
@@ -21,6 +21,12 @@ PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's
 NO_SPEEDUP_NOTE = "no speed-up: the cell's p50 is 0 ms, and a ratio to it means nothing"
 NO_REFERENCE_TIME_NOTE = "no speed-up: torch-reference's p50 is 0 ms, and a ratio to it means nothing"
 BIMODAL_NOTE = "p50 above 1.5x the fastest sample: a bimodal or disturbed run, see samples_ms"
+CONTENDED_NOTE = ("contended: other processes kept at least half a core busy while it sampled "
+                  "(metadata.host_load in the JSON report): its time may be the machine's; measure again on a "
+                  "quiet machine")
+# flags whose cells' times are not the work's: never the fastest of their row
+NOT_THE_WORK = ("no_device_work", "faster_than_physics")
+FAILED_LISTED = 8  # failed cells named in the summary; the table has the rest
 
 
 def _fmt_ms(value: float) -> str:
@@ -80,6 +86,8 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: dic
         text += _ref(notes, BIMODAL_NOTE)
     if "throttled" in flags and cell.telemetry is not None:
         text += _ref(notes, _throttle_note(cell.telemetry))
+    if "contended" in flags:
+        text += _ref(notes, CONTENDED_NOTE)
     if cell.timing.note:
         text += _ref(notes, cell.timing.note)
     if cell.unchecked:
@@ -113,16 +121,17 @@ def _time_lines(cells: Sequence[CellResult], builders: int = 0) -> list[str]:
         return []
     parts = []
     if builds:
-        parts.append(f"build {sum(builds):.1f} s in all (longest {max(builds):.1f} s)")
+        parts.append(f"building the backends' cells (compiling, tuning, the first call) took "
+                     f"{sum(builds):.1f} s in all, {max(builds):.1f} s at most for one")
     if warmed:
         ahead = sum(1 for c in warmed if c.metadata.get("prebuild", {}).get("state") == "warmed")
         who = plural(builders, "builder") if builders else "builders"
         parts.append(f"{who} warmed {ahead} of {plural(len(warmed), 'cell')} ahead, "
                      f"{sum(c.warm_time_s or 0.0 for c in warmed):.1f} s of their time")
     if waits:
-        parts.append(f"longest wait for a worker {max(waits):.1f} s")
+        parts.append(f"the last cell started {max(waits):.1f} s into the run")
     fields = "build_time_s, warm_time_s and wait_time_s" if warmed else "build_time_s and wait_time_s"
-    return ["", "Cells: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
+    return ["", "Time: " + "; ".join(parts) + f" ({fields} per cell in the JSON report)."]
 
 
 # how the floor was sampled, where it was not the default (docs/timing.md, "The floor")
@@ -165,11 +174,92 @@ def _autotune_lines(report: Report) -> list[str]:
     return ["", f"Triton configurations per kernel and shape: {source}."]
 
 
+def _rows(report: Report) -> list[tuple[str, str, str]]:
+    return list(dict.fromkeys((c.workload, c.case, c.dtype) for c in report.cells))
+
+
+def _skipped_everywhere(report: Report, backends: list[str]) -> dict[str, list[CellResult]]:
+    """The backends none of whose cells ran (unavailable here, or supporting no workload of the run)."""
+    cells = {b: [c for c in report.cells if c.backend == b] for b in backends}
+    return {b: found for b, found in cells.items() if all(c.status == Status.SKIPPED for c in found)}
+
+
+def _not_run_lines(skipped: dict[str, list[CellResult]]) -> list[str]:
+    """One line per backend that ran nowhere, with its reasons, in place of a column of skips."""
+    if not skipped:
+        return []
+    lines = ["", "Not run (every cell skipped; no column above):", ""]
+    for backend, cells in skipped.items():
+        kind = "/".join(dict.fromkeys(str(c.skip_kind or c.status) for c in cells))
+        reasons = list(dict.fromkeys(_escape(c.reason) for c in cells if c.reason))
+        more = f"; and {plural(len(reasons) - 2, 'other reason')}" if len(reasons) > 2 else ""
+        lines.append(f"- {backend} ({kind}): " + "; ".join(reasons[:2]) + more)
+    return lines
+
+
+def _fastest(report: Report, cells: list[CellResult]) -> CellResult | None:
+    """The ok cell of a row with the lowest p50, leaving out times that are not the work's."""
+    timed = [c for c in cells if c.status == Status.OK and c.timing is not None
+             and c.timing.method != "triton_interpreter"
+             and not set(cell_flags(c, report.environment, report.config)) & set(NOT_THE_WORK)]
+    return min(timed, key=lambda c: c.timing.stats.p50 if c.timing else 0.0, default=None)
+
+
+def _summary_lines(report: Report, rows: list[tuple[str, str, str]],
+                   by_key: dict[tuple[str, str, str, str], CellResult]) -> list[str]:
+    """What a reader wants first: the fastest backend of each row, what failed, what was flagged."""
+    lines = ["", "## Summary", "", "Fastest per row (p50; speed-up against torch-reference):", ""]
+    for workload, case, dtype in rows:
+        cells = [c for (w, k, d, _), c in by_key.items() if (w, k, d) == (workload, case, dtype)]
+        best = _fastest(report, cells)
+        if best is None or best.timing is None:
+            lines.append(f"- {workload} / {case} / {dtype}: no ok cell")
+            continue
+        reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
+        ratio = _speedup_text(best, reference, {}) if "–" not in _speedup_text(best, reference, {}) else ""
+        lines.append(f"- {workload} / {case} / {dtype}: **{best.backend}** {_fmt_ms(best.timing.stats.p50)} ms"
+                     + ratio)
+    failed = [c for c in report.cells if c.status in FAILING_STATUSES]
+    if failed:
+        named = ", ".join(f"{c.backend} on {c.workload}/{c.case} {c.dtype} ({c.status})"
+                          for c in failed[:FAILED_LISTED])
+        more = f", and {len(failed) - FAILED_LISTED} more in the table" if len(failed) > FAILED_LISTED else ""
+        lines += ["", f"Failed: {plural(len(failed), 'cell')}: {named}{more}."]
+    flags = Counter(f for c in report.cells for f in cell_flags(c, report.environment, report.config))
+    if flags:
+        lines += ["", "Flagged: " + ", ".join(f"{flag} {n}" for flag, n in sorted(flags.items()))
+                  + " (per cell in the JSON report; docs/timing.md, Sanity flags)."]
+    return lines
+
+
+def _energy_lines(report: Report, rows: list[tuple[str, str, str]],
+                  by_key: dict[tuple[str, str, str, str], CellResult]) -> list[str]:
+    """Energy per call as a table shaped like the times' (the backends NVML measured)."""
+    measured = {(c.workload, c.case, c.dtype, c.backend): c.telemetry for c in report.cells
+                if c.telemetry is not None and c.telemetry.energy_j_per_call is not None
+                and c.telemetry.average_w is not None}
+    if not measured:
+        return []
+    backends = list(dict.fromkeys(key[3] for key in by_key if key in measured))
+    lines = ["", "Energy per call at average power (NVML, back-to-back calls after the timing):", "",
+             "| workload | case | dtype | " + " | ".join(backends) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in backends) + " |"]
+    for row in rows:
+        if any((*row, b) in measured for b in backends):
+            texts = [f"{_fmt_j(t.energy_j_per_call or 0.0)} at {t.average_w or 0.0:.0f} W"
+                     if (t := measured.get((*row, b))) is not None else "–" for b in backends]
+            lines.append(f"| {' | '.join(row)} | " + " | ".join(texts) + " |")
+    return lines
+
+
 def render_markdown(report: Report) -> str:
-    """The summary table, the timing method line, and the notes."""
+    """The summary first, then the table, the timing method line, and the notes."""
+    by_key = {(c.workload, c.case, c.dtype, c.backend): c for c in report.cells}
+    rows = _rows(report)
     # the baseline column first: every speed-up is read against it
     backends = sorted(dict.fromkeys(c.backend for c in report.cells), key=lambda b: b != REFERENCE_BACKEND)
-    by_key = {(c.workload, c.case, c.dtype, c.backend): c for c in report.cells}
+    skipped = _skipped_everywhere(report, backends)
+    backends = [b for b in backends if b not in skipped]
     notes: dict[str, int] = {}
     env = report.environment
     hardware = env.get("gpu") or env.get("cpu") or "unknown hardware"
@@ -179,6 +269,9 @@ def render_markdown(report: Report) -> str:
         "",
         f"{report.timestamp_utc} on {hardware} ({env.get('device')}), torch {env.get('torch')}, "
         f"profile {report.config.get('profile')}{_fallback_text(report.config)}. Cells: {counts or 'none'}.",
+        *(_summary_lines(report, rows, by_key) if report.cells else []),
+        "",
+        "## Times",
         "",
         "p50 / p95 in ms; (Nx) is the speed-up of the p50 against torch-reference. "
         + _sampling_text(report.config.get("timing") or {}),
@@ -186,10 +279,11 @@ def render_markdown(report: Report) -> str:
         "| workload | case | dtype | " + " | ".join(backends) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in backends) + " |",
     ]
-    for workload, case, dtype in dict.fromkeys((c.workload, c.case, c.dtype) for c in report.cells):
+    for workload, case, dtype in rows:
         reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
         texts = [_cell_text(by_key.get((workload, case, dtype, b)), reference, notes, report) for b in backends]
         lines.append(f"| {workload} | {case} | {dtype} | " + " | ".join(texts) + " |")
+    lines += _not_run_lines(skipped)
     methods = sorted({f"{c.backend}: {c.timing.method} ({c.timing.cache} cache)"
                       for c in report.cells if c.timing is not None})
     if methods:
@@ -197,12 +291,7 @@ def render_markdown(report: Report) -> str:
         sampling = (report.config.get("timing") or {}).get("floor_sampling")
         floor_text = f" {FLOOR_SAMPLING_TEXT[sampling]}" if floors and sampling in FLOOR_SAMPLING_TEXT else ""
         lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text + _placements_text(report.cells)]
-    energy = [(c, c.telemetry) for c in report.cells if c.telemetry is not None
-              and c.telemetry.energy_j_per_call is not None and c.telemetry.average_w is not None]
-    if energy:
-        lines += ["", "Energy per call (NVML, back-to-back calls after the timing): " + "; ".join(
-            f"{c.workload}/{c.case} {c.backend} {c.dtype}: {_fmt_j(t.energy_j_per_call or 0.0)} at "
-            f"{t.average_w or 0.0:.0f} W" for c, t in energy) + "."]
+    lines += _energy_lines(report, rows, by_key)
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "
                       "so its real-world speed is the host's (host_ms in the JSON report)."]

@@ -57,12 +57,17 @@ def test_schema_rejects_a_skip_without_reason(report):
 
 def test_markdown_has_one_row_per_case_and_reasons(report):
     text = render_markdown(report)
-    assert "| workload | case | dtype | torch-reference | unavail | raising |" in text
+    # a backend skipped on every row is one line with its reason, not a column of skips
+    assert "| workload | case | dtype | torch-reference | raising |" in text
+    assert "- unavail (unavailable): libfoo missing" in text.split("Not run (every cell skipped")[1]
     assert text.count("| axpy |") == 2
+    # the summary comes first: the fastest ok backend of each row, then what failed
+    summary = text.split("## Summary")[1].split("## Times")[0]
+    assert "- axpy / small / fp32: **torch-reference**" in summary
+    assert "Failed: 2 cells: raising on axpy/" in summary
     # notes are numbered in order of first use; a real CPU sample on a loaded machine may add
-    # a note of its own (unstable samples) before these, so look each number up
+    # a note of its own (unstable samples, contention) before these, so look each number up
     notes = dict(line.split(". ", 1)[::-1] for line in text.splitlines() if re.match(r"\d+\. ", line))
-    assert f"unavailable [{notes['libfoo missing']}]" in text
     error = next(number for note, number in notes.items() if note.startswith("ValueError"))
     assert f"error [{error}]" in text
 

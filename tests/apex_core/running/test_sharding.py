@@ -195,7 +195,7 @@ def test_the_report_names_each_cells_card_and_the_retired_ones():
     text = render_markdown(report)
     assert "error [1] @cuda:1" in text
     assert f"- cuda:0: {H100} (GPU-aaa), 0 cells; taken out of the rotation" in text
-    assert "longest wait for a worker 1.5 s" in text
+    assert "the last cell started 1.5 s into the run" in text
 
 
 def test_caches_live_in_one_documented_folder_and_fresh_is_new_and_removed(tmp_path, monkeypatch):
