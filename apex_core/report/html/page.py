@@ -1,4 +1,5 @@
-"""Assemble one self-contained HTML report: header, per-case views, roofline, failures, history, A vs B.
+"""Assemble one self-contained HTML report: header, summary, per-case views, roofline, failures, history,
+A vs B.
 
 ``render_html(inputs)`` returns the whole document as text: the style sheet, the plots (inline
 SVG) and the one small script are all inside it, and it names no other file or URL, so it opens
@@ -21,12 +22,14 @@ from apex_core.report.html.header import header_section
 from apex_core.report.html.inputs import ReportInputs
 from apex_core.report.html.roofline import roofline_section
 from apex_core.report.html.side_by_side import side_by_side_section
+from apex_core.report.html.summary import summary_section
 from apex_core.report.html.svg import backend_colours, esc
 from apex_core.report.html.trends import history_section
 from apex_core.report.markdown import REFERENCE_BACKEND
 
 NAV = (
-    '<a href="#top">environment</a><a href="#cases">per case</a><a href="#roofline">roofline</a>'
+    '<a href="#top">environment</a><a href="#summary">summary</a><a href="#cases">per case</a>'
+    '<a href="#roofline">roofline</a>'
     '<a href="#not-timed">cells without a time</a><a href="#history">history</a>'
 )
 
@@ -67,6 +70,7 @@ def render_html(inputs: ReportInputs) -> str:
     body = [
         f"<nav>{nav}</nav>",
         header_section(record, doc, subject.label, cells, _subject_tags(inputs)),
+        summary_section(groups, cells),
         '<section id="cases"><h2>Per workload and case</h2>'
         f'<p class="caption">{cases_caption(groups, record)}</p><p class="note">{case_index}</p>',
         *(case_section(g, record, colours) for g in groups),

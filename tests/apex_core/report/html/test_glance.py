@@ -1,5 +1,5 @@
-"""The report at a glance: words that fit the device, captions that say only what is drawn, and the
---peak-tflops hint naming the command that takes it."""
+"""The report at a glance: the summary after the header, words that fit the device, captions that say
+only what is drawn, and the --peak-tflops hint naming the command that takes it."""
 
 from __future__ import annotations
 
@@ -50,6 +50,54 @@ def cpu_record() -> dict[str, Any]:
     record = make_report(cells)
     record["config"]["timing"].update(timer="event", cache="cold")  # what a CPU run records
     return record
+
+
+def test_the_summary_follows_the_header_and_names_the_fastest_trusted_backend_per_case() -> None:
+    record = gpu_record()
+    html = page(record)
+    assert html.index("</header>") < html.index('id="summary"') < html.index('id="cases"')
+    assert '<a href="#summary">summary</a>' in html
+    text = section(html, "summary")
+    # gather: golden-fast is 8x faster than torch-reference
+    assert "golden-gather / default fp16 golden-fast 0.0061 ms 8.262 x" in text
+    # scan: golden-fast has the lowest p50 (0 ms) but no device work and faster than physics: not counted
+    assert "golden-scan / default fp16 torch-reference 1.214 ms torch-reference itself launch-bound" in text
+    names = [c["name"] for c in record["benchmarks"]]
+    fast = names.index("golden-gather/default/golden-fast/fp16/cuda")
+    reference = names.index("golden-gather/default/torch-reference/fp16/cuda")
+    summary_html = html[html.index('id="summary"'):html.index('id="cases"')]
+    assert f'data-src="div(run0#/benchmarks/{reference}/stats/p50_ms,run0#/benchmarks/{fast}/stats/p50_ms)"' \
+        in summary_html
+    anchor = re.search(r'id="(case-golden-gather[^"]*)"', html)
+    assert anchor is not None and f'<a href="#{anchor[1]}">golden-gather / default</a>' in summary_html
+    check_numbers(html, Evaluator({"run0": record}))
+
+
+def test_the_summary_lists_failures_by_backend_and_case_and_counts_each_flag() -> None:
+    html = page(gpu_record())
+    text = section(html, "summary")
+    assert "Failures: 3 cells (1 cell skipped). cells without a time gives each reason." in text
+    assert "incorrect : golden-slow on golden-scan/default (fp16)" in text
+    assert "suspect : golden-broken on golden-scan/default (fp16)" in text
+    assert "error : golden-broken on golden-gather/default (fp16)" in text
+    summary_html = html[html.index('id="summary"'):html.index('id="cases"')]
+    assert '<a href="#not-timed">' in summary_html and 'id="not-timed"' in html
+    assert "launch-bound: 4 cells" in text and "noisy: 2 cells" in text
+    assert "faster than physics: 1 cell" in text and "no device work: 1 cell" in text
+
+
+def test_a_case_without_a_trusted_time_and_a_clean_run_say_so() -> None:
+    record = gpu_record()
+    for cell in record["benchmarks"]:
+        if cell["workload"] == "golden-gather" and cell["status"] == "ok":
+            cell["flags"] = ["no_device_work"]
+    text = section(page(record), "summary")
+    expected = "golden-gather / default fp16 every timed cell is flagged no device work or faster than physics"
+    assert expected in text
+    clean = make_report([ok_cell("tilepack", "torch-reference", 0.2), ok_cell("tilepack", "triton", 0.1)])
+    text = section(page(clean), "summary")
+    assert "tilepack / default fp32 triton" in text and "2 x" in text
+    assert "Failures: none." in text and "Flags: none." in text
 
 
 def test_a_cpu_run_gets_no_gpu_words() -> None:
