@@ -143,7 +143,9 @@ def header_section(
     label: str,
     cells: Sequence[Cell],
     tags: Sequence[str],
+    history: str = "",
 ) -> str:
+    """``history``: the history the page read, shown beside the run's source ("" for none)."""
     env = record.get("environment") or {}
     config = record.get("config") or {}
     git = env.get("git") or {}
@@ -157,9 +159,10 @@ def header_section(
         "timing": _timing(record, doc, cells),
     }
     table = "".join(f"<tr><th>{esc(name)}</th><td>{value}</td></tr>" for name, value in rows.items())
+    read = f", history <code>{esc(history)}</code>" if history else ""
     return (
         f'<header id="top"><h1>{esc(record.get("suite", "apex-bench"))} report</h1>'
         f'<p class="subtitle">Run of {esc(record.get("timestamp_utc", "?"))} UTC, status '
-        f"<b>{esc(record.get('status', '?'))}</b>, from <code>{esc(label)}</code></p>"
+        f"<b>{esc(record.get('status', '?'))}</b>, from <code>{esc(label)}</code>{read}</p>"
         f'{status_chips(record, doc)}<table class="env">{table}</table></header>'
     )

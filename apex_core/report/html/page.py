@@ -69,7 +69,8 @@ def render_html(inputs: ReportInputs) -> str:
     case_index = " · ".join(f'<a href="#{esc(g.anchor)}">{esc(g.title)}</a>' for g in timed_groups)
     body = [
         f"<nav>{nav}</nav>",
-        header_section(record, doc, subject.label, cells, _subject_tags(inputs)),
+        header_section(record, doc, subject.label, cells, _subject_tags(inputs),
+                       inputs.history.path if inputs.history else ""),
         summary_section(groups, cells),
         '<section id="cases"><h2>Per workload and case</h2>'
         f'<p class="caption">{cases_caption(groups, record)}</p><p class="note">{case_index}</p>',
@@ -77,7 +78,8 @@ def render_html(inputs: ReportInputs) -> str:
         "</section>",
         roofline_section(record, doc, cells, colours, inputs.peak_tflops),
         failures_section(record, cells),
-        history_section(inputs.history, inputs.baseline, inputs.gate, inputs.gate_label, colours),
+        history_section(inputs.history, inputs.baseline, inputs.gate, inputs.gate_label, colours,
+                        inputs.history_note),
         *compares,
     ]
     title = f"{record.get('suite', 'apex-bench')} {record.get('timestamp_utc', '')}"
