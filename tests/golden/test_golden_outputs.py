@@ -67,8 +67,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                         "--current", str(tmp / "run-b.json"), "--summary", str(tmp / "compare-summary.json"),
                         "--markdown", str(tmp / "compare.md"),
                         "--trend-output", str(tmp / "compare-trend.json"))
-    _cli("report", str(tmp / "run-a.json"), str(tmp / "run-b.json"), "--html", str(tmp / "side-by-side.html"))
     history = tmp / "history.sqlite"
+    with pytest.MonkeyPatch.context() as env:  # the default history, not yet written: the page says so
+        env.setenv("APEX_BENCH_HISTORY", str(history))
+        _cli("report", str(tmp / "run-a.json"), str(tmp / "run-b.json"),
+             "--html", str(tmp / "side-by-side.html"))
     with HistoryStore.open(history) as store:
         for name in runs:
             store.record(json.loads((tmp / f"{name}.json").read_text(encoding="utf-8")), tags=[name])

@@ -19,6 +19,18 @@ ROW = 30
 TOP = 12
 
 
+def floor_source(run: Mapping[str, Any]) -> str:
+    """What the physics floor is drawn from, in words ("" where the run has no bound)."""
+    environment = run.get("environment")
+    facts = environment.get("device_facts") if isinstance(environment, Mapping) else None
+    source = physics_source(facts) if isinstance(facts, Mapping) else None
+    if source is None:
+        return ""
+    if source[0] == "dram_peak_gbps":
+        return "the memory's peak bandwidth (NVML)"
+    return f"{source[1]:g}x the copy bandwidth the run measured"
+
+
 def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
     """The cell's minimal bytes over the device memory's bandwidth, in ms: no correct call is faster
     (the bound of the ``faster_than_physics`` flag, apex_core.measure.doctor.physics_source)."""
@@ -33,6 +45,16 @@ def physics_floor(cell: Cell, run: Mapping[str, Any]) -> Q | None:
     if source[1] != 1.0:
         bound = bound.scaled(source[1])
     return (moved / bound).scaled(1e-6)  # bytes / (GB/s) is ns; 1e-6 of it is ms
+
+
+def case_floor(group: CaseGroup, run: Mapping[str, Any]) -> Q | None:
+    """The physics floor the case's bar plot draws: its first timed cell's."""
+    return next((f for f in (physics_floor(c, run) for c in group.cells if c.timed) if f is not None), None)
+
+
+def draws_host(group: CaseGroup) -> bool:
+    """Whether the case's bar plot draws a host-time diamond (CUDA event timers record host_ms)."""
+    return any(c.field("host_ms") is not None for c in group.cells if c.timed)
 
 
 def _flag_badges(cell: Cell, x: float, y: float) -> str:
@@ -86,25 +108,26 @@ def _row(group: CaseGroup, cell: Cell, scale: Scale, y: float, colour: str) -> s
 
 
 def bar_plot(group: CaseGroup, run: Mapping[str, Any], colours: Mapping[str, str]) -> str:
-    """p50 bars with p5-p95 whiskers per backend, host-time marks and the copy-bandwidth floor."""
+    """p50 bars with p5-p95 whiskers per backend, host-time marks and the physics floor."""
     timed = [c for c in group.cells if c.timed]
-    floor = next((f for f in (physics_floor(c, run) for c in timed) if f is not None), None)
+    floor = case_floor(group, run)
     marks = [floor, *(q for c in timed for q in (c.percentile(5), c.stat("p95_ms"), c.stat("p50_ms")))]
     marks += [c.field("host_ms") for c in timed]
     scale = Scale.fit([q.value for q in marks if q], PLOT_LEFT, PLOT_RIGHT)
     bottom = TOP + ROW * len(group.cells)
     parts = [
         open_plot(f"bars:{group.anchor}", WIDTH, bottom + 36, f"p50 by backend, {group.title}"),
-        x_axis(scale, bottom, "ms per call: bar p50, whisker p5 to p95, diamond host time", TOP),
+        x_axis(scale, bottom, "ms per call: bar p50, whisker p5 to p95"
+               + (", diamond host time" if draws_host(group) else ""), TOP),
     ]
     for position, cell in enumerate(group.cells):
         parts.append(_row(group, cell, scale, TOP + ROW * position, colours.get(cell.backend, "#0072B2")))
-    if floor:
+    if floor is not None:
         x = scale(floor.value)
         parts.append(
-            f'<line class="floor" x1="{x:.1f}" y1="{TOP:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
-            f"{data_attrs(floor)}><title>copy-bandwidth floor: its minimal bytes at this device's "
-            f"measured copy bandwidth take {floor.value:.4g} ms</title></line>"
+            f'<line class="floor" data-mark="floor" x1="{x:.1f}" y1="{TOP:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
+            f"{data_attrs(floor)}><title>physics floor: its minimal bytes at {esc(floor_source(run))} take "
+            f"{floor.value:.4g} ms</title></line>"
         )
     return "".join(parts) + "</svg>"
 

@@ -1,4 +1,6 @@
-"""The report's header: what ran where (card, driver, clocks, versions, commit, tags) and how it went."""
+"""The report's header: what ran where (the card or the CPU, driver, clocks, versions, commit, tags) and how
+it went. Its words follow the run's device (``environment.device``): a CPU run is told of its CPU and
+its host timer, with none of the card's rows (driver, clocks, NVML, copy bandwidth)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,25 @@ from apex_core.report.html.numbers import Q, number
 from apex_core.report.html.svg import esc
 
 STATUS_ORDER = ("ok", "skipped", "incorrect", "suspect", "error", "crashed", "timeout")
+# what each timing method is (docs/timing.md "Timers")
+TIMER_WORDS = {
+    "cpu_perf_counter": "perf_counter around each call",
+    "cuda_event_held": "CUDA events around each call, stream held",
+    "cuda_graph_held": "CUDA events around a graph replay, stream held",
+    "cuda_event": "CUDA events around each call, not held",
+    "cuda_graph": "CUDA events around a graph replay, not held",
+    "kernel_profiler": "kernel timer, CUPTI profiler",
+    "triton_interpreter": "perf_counter around the Triton interpreter, correctness only",
+    "jax_block_until_ready": "perf_counter around the call and block_until_ready",
+}
+CACHE_WORDS = {"cold": "cold L2 (flushed before each sample)", "warm": "warm L2 (not flushed)"}
+
+
+def on_gpu(record: Mapping[str, Any]) -> bool:
+    """Whether the run timed a CUDA device (``environment.device``; a record without one: ``gpu``)."""
+    env = record.get("environment") or {}
+    device = env.get("device") or (record.get("config") or {}).get("device")
+    return str(device).startswith("cuda") if device else bool(env.get("gpu"))
 
 
 def _text(value: Any) -> str:
@@ -67,40 +88,81 @@ def status_chips(record: Mapping[str, Any], doc: str) -> str:
     return '<div class="chips">' + "".join(chips) + "</div>"
 
 
-def header_section(
-    record: Mapping[str, Any], doc: str, label: str, cells: Sequence[Cell], tags: Sequence[str]
-) -> str:
+def _timing(record: Mapping[str, Any], doc: str, cells: Sequence[Cell]) -> str:
+    """The timers the cells used and, where a cell flushed or kept a cache, which; the noise target."""
+    gpu = on_gpu(record)
+    timing = (record.get("config") or {}).get("timing") or {}
+    methods = list(dict.fromkeys(str(c.record["timing_method"]) for c in cells
+                                 if c.record.get("timing_method")))
+    caches = list(dict.fromkeys(str(c.record.get("cache")) for c in cells if c.status == "ok"))
+    if not methods:  # no cell timed: the timer the run was set to use
+        kernel = timing.get("timer") == "kernel"
+        methods = ["kernel_profiler" if kernel else "cuda_event_held"] if gpu else ["cpu_perf_counter"]
+    if gpu and not any(c in CACHE_WORDS for c in caches) and timing.get("cache") in CACHE_WORDS:
+        caches = [str(timing["cache"])]  # a record older than the cells' own cache field
+    words = [f"<code>{esc(m)}</code> ({esc(TIMER_WORDS.get(m, 'timer'))})" for m in methods]
+    words += [esc(CACHE_WORDS[c]) for c in caches if c in CACHE_WORDS]
+    words += ["CUDA graphs"] if gpu and timing.get("graph") else []
+    return ", ".join(words) + f", noise target {number(Q.at(record, doc, 'config', 'timing', 'noise_target'))}"
+
+
+def _device_rows(record: Mapping[str, Any], doc: str, cells: Sequence[Cell]) -> dict[str, str]:
+    """The card's rows for a CUDA run; the CPU's for a CPU run."""
     env = record.get("environment") or {}
-    config = record.get("config") or {}
-    timing = config.get("timing") or {}
-    git = env.get("git") or {}
-    dirty = "" if git.get("dirty") is None else " (dirty: uncommitted changes)" if git["dirty"] else " (clean)"
+    if not on_gpu(record):
+        cores = Q.at(record, doc, "environment", "cpu_count")
+        threads = Q.at(record, doc, "environment", "torch_threads")
+        detail = ""
+        if cores is not None:
+            used = f", torch uses {number(threads)} threads" if threads is not None else ""
+            detail = f' <span class="note">({number(cores)} cores{used})</span>'
+        return {
+            "CPU": _text(env.get("cpu")) + detail,
+            "torch / triton / onnxruntime": _texts(env, "torch", "triton", "onnxruntime"),
+        }
     sizes = (
         f' <span class="note">({number(Q.at(record, doc, "environment", "sm_count"))} SMs, '
         f'{number(Q.at(record, doc, "environment", "gpu_memory_gb"))} GB)</span>'
     )
     copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
     copy_text = number(copy, "GB/s") if copy else _text((env.get("device_facts") or {}).get("cuda_unavailable"))
-    rows = {
-        "card": _text(env.get("gpu") or env.get("cpu")) + (sizes if env.get("gpu") else ""),
+    return {
+        "card": _text(env.get("gpu")) + (sizes if env.get("gpu") else ""),
         "driver / CUDA": _texts(env, "driver", "cuda"),
         "SM clock while timed": _clock_range(cells, "sm_clock_mhz"),
         "memory clock while timed": _clock_range(cells, "mem_clock_mhz"),
         "throttling": _throttling(cells),
         "copy bandwidth (measured)": copy_text,
         "torch / triton / tensorrt": _texts(env, "torch", "triton", "tensorrt"),
+    }
+
+
+def header_section(
+    record: Mapping[str, Any],
+    doc: str,
+    label: str,
+    cells: Sequence[Cell],
+    tags: Sequence[str],
+    history: str = "",
+) -> str:
+    """``history``: the history the page read, shown beside the run's source ("" for none)."""
+    env = record.get("environment") or {}
+    config = record.get("config") or {}
+    git = env.get("git") or {}
+    dirty = "" if git.get("dirty") is None else " (dirty: uncommitted changes)" if git["dirty"] else " (clean)"
+    rows = {
+        **_device_rows(record, doc, cells),
         "python / platform": _texts(env, "python", "platform"),
         "commit": f"<code>{_text(git.get('commit'))}</code>{esc(dirty)}",
         "tags": _text(list(tags)) if tags else '<span class="none">– (tags live in the history)</span>',
         "profile / dtypes": _texts(config, "profile", "dtypes"),
-        "timing": f"{_text(timing.get('timer'))} timer, {_text(timing.get('cache'))} L2"
-        f"{', CUDA graphs' if timing.get('graph') else ''}, noise target "
-        f"{number(Q.at(record, doc, 'config', 'timing', 'noise_target'))}",
+        "timing": _timing(record, doc, cells),
     }
     table = "".join(f"<tr><th>{esc(name)}</th><td>{value}</td></tr>" for name, value in rows.items())
+    read = f", history <code>{esc(history)}</code>" if history else ""
     return (
         f'<header id="top"><h1>{esc(record.get("suite", "apex-bench"))} report</h1>'
         f'<p class="subtitle">Run of {esc(record.get("timestamp_utc", "?"))} UTC, status '
-        f"<b>{esc(record.get('status', '?'))}</b>, from <code>{esc(label)}</code></p>"
+        f"<b>{esc(record.get('status', '?'))}</b>, from <code>{esc(label)}</code>{read}</p>"
         f'{status_chips(record, doc)}<table class="env">{table}</table></header>'
     )

@@ -3,6 +3,10 @@
 Each problem with an input is one ``UsageError`` line naming the file (exit 2): a report of
 another schema version, a truncated or malformed JSON, a history that holds no run of the
 report's environment. Nothing is rendered before every input has been read.
+
+The history is the one given, else the default one (``default_history_path()``, which
+``$APEX_BENCH_HISTORY`` names) when that file exists; ``--run SPEC`` picks the subject from it.
+A default history that holds no run of the subject's environment is no error: the page says so.
 """
 
 from __future__ import annotations
@@ -17,12 +21,23 @@ from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.io import load_baseline, read_json, validate_against
 from apex_core.baseline.model import Baseline
 from apex_core.errors import UsageError
-from apex_core.history import HistoryError, HistoryStore, RunSummary, SeriesPoint, environment_identity
+from apex_core.history import (
+    DEFAULT_HISTORY_PATH,
+    HISTORY_ENV_VAR,
+    HistoryError,
+    HistoryStore,
+    RunSummary,
+    SeriesPoint,
+    default_history_path,
+    environment_identity,
+)
 from apex_core.report.records import SCHEMA_VERSION
 from apex_core.report.schema import report_schema
 
 # the trend plots follow this many runs of each cell at most
 TREND_RUNS = 200
+# where the default history is (apex_core.history.default_history_path)
+DEFAULT_HISTORY_WORDS = f"${HISTORY_ENV_VAR}, else {DEFAULT_HISTORY_PATH}"
 
 
 @attrs.frozen
@@ -43,6 +58,7 @@ class HistoryInput:
     runs: tuple[RunSummary, ...]  # newest first
     series: tuple[SeriesPoint, ...]  # p50_ms of every ok cell, oldest run first
     subject_run_id: int | None  # the history's run of the subject report, when it holds it
+    default: bool = False  # found at the default path, not named with --history
 
 
 @attrs.frozen
@@ -55,6 +71,7 @@ class ReportInputs:
     gate: Mapping[str, Any] | None = None
     gate_label: str = ""
     peak_tflops: float | None = None
+    history_note: str = ""  # why no history is shown, where one was looked for
 
     @property
     def subject(self) -> RunInput:
@@ -95,31 +112,63 @@ def _environment_words(key: Mapping[str, Any]) -> str:
     return ", ".join(words + ([f"timed by {'/'.join(methods)}"] if methods else []))
 
 
-def read_history(
-    path: Path | str, subject: Mapping[str, Any] | None, timeout_s: float
-) -> tuple[HistoryInput, Mapping[str, Any]]:
-    """The history's runs of the subject's environment; with no subject, its latest run is the subject.
+def _subject_from_history(store: HistoryStore, spec: str | None) -> tuple[int, Mapping[str, Any]]:
+    """The run ``--run SPEC`` names (its newest match), else the history's latest run."""
+    if spec is not None:
+        try:
+            run_id = store.resolve(spec)[0].run_id
+        except HistoryError as exc:
+            raise HistoryError(store.path, f"--run {spec}: {exc.problem}") from None
+    else:
+        newest = store.runs(limit=1)
+        if not newest:
+            raise HistoryError(store.path, "holds no runs yet: give a RUN.json too")
+        run_id = newest[0].run_id
+    return run_id, store.run(run_id).report
 
-    Raises ``HistoryError`` when the file holds no run at all, or none of the subject's environment.
+
+def read_history(
+    path: Path | str,
+    subject: Mapping[str, Any] | None,
+    timeout_s: float,
+    spec: str | None = None,
+    default: bool = False,
+) -> tuple[HistoryInput | None, Mapping[str, Any], int | None, str]:
+    """The history's runs of the subject's environment, the subject (with no ``subject``: the run
+    ``spec`` names, else the latest run), its run id there, and why no history is shown (or "").
+
+    Raises ``HistoryError`` when the file holds no run at all, ``spec`` names none, or the file,
+    given with --history, holds no run of the subject's environment.
     """
     with HistoryStore.open(path, create=False, timeout_s=timeout_s) as store:
+        chosen = None
         if subject is None:
-            newest = store.runs(limit=1)
-            if not newest:
-                raise HistoryError(path, "holds no runs yet: give a RUN.json too")
-            subject = store.run(newest[0].run_id).report
+            chosen, subject = _subject_from_history(store, spec)
         key, environment_id = environment_identity(subject)
         runs = store.runs(environment_key=environment_id)
         if not runs:
             others = sorted({f"{r.environment_id} ({_environment_words(r.environment_key)})"
                              for r in store.runs(limit=5)})
-            raise HistoryError(path, f"holds no run of the report's environment {environment_id} "
-                               f"({_environment_words(key)}); it holds {'; '.join(others) or 'no runs at all'}")
+            holds = (f"holds no run of the report's environment {environment_id} ({_environment_words(key)}); "
+                     f"it holds {'; '.join(others) or 'no runs at all'}")
+            if default:
+                return None, subject, None, f"The default history {path} ({DEFAULT_HISTORY_WORDS}) {holds}."
+            raise HistoryError(path, holds)
         series = store.series("p50_ms", environment_key=environment_id, limit=TREND_RUNS)
-        subject_run = next((r.run_id for r in runs if r.timestamp_utc == subject.get("timestamp_utc")), None)
-        return HistoryInput(
-            path=str(path), environment_id=environment_id, runs=runs, series=series, subject_run_id=subject_run
-        ), subject
+        if chosen is None:
+            chosen = next((r.run_id for r in runs if r.timestamp_utc == subject.get("timestamp_utc")), None)
+        found = HistoryInput(path=str(path), environment_id=environment_id, runs=runs, series=series,
+                             subject_run_id=chosen, default=default)
+        return found, subject, chosen, ""
+
+
+def _history_to_read(history: Path | str | None, default_history: bool) -> tuple[Path | str | None, str]:
+    """The history to read (given, else the default one where that file exists), and where a default
+    was looked for in vain ("" where none was)."""
+    if history is not None or not default_history:
+        return history, ""
+    where = default_history_path()
+    return (where, "") if where.is_file() else (None, str(where))
 
 
 def gather(
@@ -129,18 +178,31 @@ def gather(
     summary: Path | str | None = None,
     peak_tflops: float | None = None,
     timeout_s: float = 10.0,
+    run_spec: str | None = None,
+    default_history: bool = False,
 ) -> ReportInputs:
-    """Read every input of one report; the subject is the last run (the history's latest without one)."""
-    if not run_paths and history is None:
-        raise UsageError("nothing to report: give RUN.json files or --history")
+    """Read every input of one report. The subject is the run ``run_spec`` names in the history, else
+    the last run given, else the history's latest; ``default_history`` reads the default history
+    when none is given and that file exists."""
+    where, missing = _history_to_read(history, default_history)
+    looked = f" (no default history at {missing}: {DEFAULT_HISTORY_WORDS})" if missing else ""
+    if where is None and run_spec is not None:
+        raise UsageError(f"--run {run_spec} picks a run from a history: give --history DB{looked}"
+                         if default_history else f"--run {run_spec} reads the history: drop --no-history")
+    if not run_paths and where is None:
+        raise UsageError(f"nothing to report: give RUN.json files or --history DB{looked}")
+    note = f"No history: none given with --history, and none at the default {missing}." if missing else ""
     runs = [read_run(path, f"run{index}") for index, path in enumerate(run_paths)]
     history_input = None
-    if history is not None:
-        subject = runs[-1].record if runs else None
-        history_input, record = read_history(history, subject, timeout_s)
-        if not runs:
-            label = f"{history} (latest run)"
-            runs.append(RunInput(doc="run0", label=label, record=check_report_record(label, dict(record))))
+    if where is not None:
+        from_history = run_spec is not None or not runs
+        subject = None if from_history else runs[-1].record
+        history_input, record, run_id, note = read_history(where, subject, timeout_s, run_spec,
+                                                           default=history is None)
+        if from_history:
+            label = f"{where} run #{run_id} " + (f"(--run {run_spec})" if run_spec else "(latest run)")
+            doc = f"run{len(runs)}"
+            runs.append(RunInput(doc=doc, label=label, record=check_report_record(label, dict(record))))
     return ReportInputs(
         runs=tuple(runs),
         history=history_input,
@@ -148,4 +210,5 @@ def gather(
         gate=read_compare_summary(summary) if summary is not None else None,
         gate_label=str(summary or ""),
         peak_tflops=peak_tflops,
+        history_note=note,
     )

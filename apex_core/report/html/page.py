@@ -1,4 +1,5 @@
-"""Assemble one self-contained HTML report: header, per-case views, roofline, failures, history, A vs B.
+"""Assemble one self-contained HTML report: header, summary, per-case views, roofline, failures, history,
+A vs B.
 
 ``render_html(inputs)`` returns the whole document as text: the style sheet, the plots (inline
 SVG) and the one small script are all inside it, and it names no other file or URL, so it opens
@@ -8,23 +9,27 @@ offline and can be mailed or attached as a CI artifact (docs/report.md).
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from apex_core.files import atomic_write_text
 from apex_core.report.html.assets import ERROR_TRAP, SCRIPT, STYLE
-from apex_core.report.html.case_view import case_section
-from apex_core.report.html.cells import case_groups, report_cells
+from apex_core.report.html.case_view import case_floor, case_section, draws_host, floor_source
+from apex_core.report.html.cells import CaseGroup, case_groups, report_cells
 from apex_core.report.html.failures import failures_section
 from apex_core.report.html.header import header_section
 from apex_core.report.html.inputs import ReportInputs
 from apex_core.report.html.roofline import roofline_section
 from apex_core.report.html.side_by_side import side_by_side_section
+from apex_core.report.html.summary import summary_section
 from apex_core.report.html.svg import backend_colours, esc
 from apex_core.report.html.trends import history_section
 from apex_core.report.markdown import REFERENCE_BACKEND
 
 NAV = (
-    '<a href="#top">environment</a><a href="#cases">per case</a><a href="#roofline">roofline</a>'
+    '<a href="#top">environment</a><a href="#summary">summary</a><a href="#cases">per case</a>'
+    '<a href="#roofline">roofline</a>'
     '<a href="#not-timed">cells without a time</a><a href="#history">history</a>'
 )
 
@@ -34,6 +39,18 @@ def _subject_tags(inputs: ReportInputs) -> tuple[str, ...]:
     if history is None or history.subject_run_id is None:
         return ()
     return next((r.tags for r in history.runs if r.run_id == history.subject_run_id), ())
+
+
+def cases_caption(groups: Sequence[CaseGroup], run: Mapping[str, Any]) -> str:
+    """What the bar plots draw, in words (no user text): the diamond and the floor only where drawn."""
+    parts = ["Bars are the p50 per call, whiskers run from p5 to p95 of the raw samples"]
+    if any(draws_host(g) for g in groups):
+        parts.append("the diamond is the host's time to issue one call (above the bar: launch-bound)")
+    if any(case_floor(g, run) is not None for g in groups):
+        parts.append(f"the dashed line is the physics floor: the case's minimal bytes at {floor_source(run)}; "
+                     "a bar left of it is faster than physics")
+    return (", ".join(parts) + f". The speed-up is {REFERENCE_BACKEND}'s p50 over the backend's. The axis "
+            "turns logarithmic when the values span more than 20x.")
 
 
 def render_html(inputs: ReportInputs) -> str:
@@ -52,17 +69,17 @@ def render_html(inputs: ReportInputs) -> str:
     case_index = " · ".join(f'<a href="#{esc(g.anchor)}">{esc(g.title)}</a>' for g in timed_groups)
     body = [
         f"<nav>{nav}</nav>",
-        header_section(record, doc, subject.label, cells, _subject_tags(inputs)),
-        '<section id="cases"><h2>Per workload and case</h2><p class="caption">Bars are the p50 per call, '
-        "whiskers run from p5 to p95 of the raw samples, the diamond is the host's time to issue one call "
-        "(above the bar: launch-bound), the dashed line is the copy-bandwidth floor. The speed-up is "
-        "torch-reference's p50 over the backend's. The axis turns logarithmic when the values span more "
-        f'than 20x.</p><p class="note">{case_index}</p>',
+        header_section(record, doc, subject.label, cells, _subject_tags(inputs),
+                       inputs.history.path if inputs.history else ""),
+        summary_section(groups, cells),
+        '<section id="cases"><h2>Per workload and case</h2>'
+        f'<p class="caption">{cases_caption(groups, record)}</p><p class="note">{case_index}</p>',
         *(case_section(g, record, colours) for g in groups),
         "</section>",
         roofline_section(record, doc, cells, colours, inputs.peak_tflops),
         failures_section(record, cells),
-        history_section(inputs.history, inputs.baseline, inputs.gate, inputs.gate_label, colours),
+        history_section(inputs.history, inputs.baseline, inputs.gate, inputs.gate_label, colours,
+                        inputs.history_note),
         *compares,
     ]
     title = f"{record.get('suite', 'apex-bench')} {record.get('timestamp_utc', '')}"

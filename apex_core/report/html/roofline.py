@@ -2,8 +2,9 @@
 
 The bandwidth roof is the copy bandwidth the run measured on this device
 (``environment.device_facts.copy_gbps``), not a datasheet figure. No run measures the
-compute peak, so the compute roof is drawn only when one is given (``--peak-tflops``,
-or ``device_facts.peak_tflops`` where a future run records it).
+compute peak, so the compute roof is drawn only when one is given (``apex-bench report
+--peak-tflops``, or ``device_facts.peak_tflops`` where a future run records it). A run without a
+copy bandwidth (a CPU run) has no bandwidth roof, and the captions say only what is drawn.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.report.html.cells import Cell
+from apex_core.report.html.header import on_gpu
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
 from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, x_axis, y_axis
 
@@ -31,7 +33,8 @@ def bandwidth_plot(rated: Rated, copy: Q | None, colours: Mapping[str, str]) -> 
     scale = Scale.fit([gbps.value for _, gbps in rated] + ([copy.value] if copy else []), left, right)
     bottom = top + row * len(rated)
     parts = [
-        open_plot("bandwidth", WIDTH, bottom + 40, "achieved GB/s per cell against the copy bandwidth"),
+        open_plot("bandwidth", WIDTH, bottom + 40,
+                  "achieved GB/s per cell" + (" against the copy bandwidth" if copy else "")),
         x_axis(scale, bottom, "achieved GB/s (minimal bytes / p50)", top),
     ]
     for position, (cell, gbps) in enumerate(rated):
@@ -83,6 +86,9 @@ def roofline_plot(rated: Rated, copy: Q | None, peak: Q | None, colours: Mapping
             knee = peak.value * 1e3 / copy.value
             roof = [(xs.lo, copy.value * xs.lo / 1e3), (knee, peak.value), (xs.hi, peak.value)]
         parts.append(polyline([(xs(x), ys(min(y, ys.hi))) for x, y in roof], "#D55E00", css="roof"))
+    elif peak is not None:  # no bandwidth roof: the compute roof alone
+        flat = [(xs(xs.lo), ys(peak.value)), (xs(xs.hi), ys(peak.value))]
+        parts.append(polyline(flat, "#D55E00", css="roof"))
     for cell, intensity, tflops in points:
         parts.append(
             f'<circle data-mark="point" cx="{xs(intensity.value):.1f}" cy="{ys(tflops.value):.1f}" r="5" '
@@ -104,16 +110,24 @@ def roofline_section(record: Mapping[str, Any], doc: str, cells: Sequence[Cell],
     if not rated:
         return (
             '<section id="roofline"><h2>Roofline</h2><p class="none">No timed cell reports achieved '
-            "bandwidth (CPU runs and the Triton interpreter have no roofline).</p></section>"
+            "bandwidth over a positive byte count (the Triton interpreter's times are no speeds).</p></section>"
         )
-    copy_text = (f"the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}" if copy
-                 else "no measured copy bandwidth (not a CUDA run)")
-    peak_text = (f"The compute roof is {number(peak, 'TFLOP/s')}." if peak
-                 else "No compute roof: runs do not measure the device's peak FLOP rate (give --peak-tflops).")
+    if copy:
+        copy_text = (f", against the copy bandwidth this run measured on this device, {number(copy, 'GB/s')}. "
+                     "A bar past the line is faster than physics allows: it skipped work or counts bytes it "
+                     "need not move.")
+    else:
+        copy_text = (". No bandwidth roof: this run measured no copy bandwidth"
+                     + (" (a CPU run)." if not on_gpu(record) else "."))
+    plot = roofline_plot(rated, copy, peak, colours)
+    if peak:
+        peak_text = f" The compute roof is {number(peak, 'TFLOP/s')}." if plot else ""
+    else:
+        peak_text = (" No compute roof: runs do not measure the peak FLOP rate; <code>apex-bench report "
+                     "RUN.json --peak-tflops X</code> draws it." if plot else "")
     return (
         f'<section id="roofline"><h2>Roofline</h2><p class="caption">Achieved rates from each cell\'s '
-        f"minimal bytes and FLOPs over its p50, against {copy_text}. A bar past the line is faster than "
-        f"physics allows: it skipped work or counts bytes it need not move. {peak_text}</p>"
+        f"minimal bytes and FLOPs over its p50{copy_text}{peak_text}</p>"
         f'<div class="figure">{bandwidth_plot(rated, copy, colours)}</div>'
-        f'<div class="figure">{roofline_plot(rated, copy, peak, colours)}</div></section>'
+        f'<div class="figure">{plot}</div></section>'
     )

@@ -18,7 +18,7 @@ from typing import Any
 from apex_core.baseline.model import Baseline, metric_name
 from apex_core.errors import plural
 from apex_core.history import SeriesPoint, change_points
-from apex_core.report.html.inputs import HistoryInput
+from apex_core.report.html.inputs import DEFAULT_HISTORY_WORDS, HistoryInput
 from apex_core.report.html.numbers import Q, data_attrs, history_src, number, pointer
 from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, sortable_table, y_axis
 
@@ -130,15 +130,21 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
 
 
 def history_section(history: HistoryInput | None, baseline: Baseline | None, gate: Mapping[str, Any] | None,
-                    gate_label: str, colours: Mapping[str, str]) -> str:
+                    gate_label: str, colours: Mapping[str, str], note: str = "") -> str:
+    """``note``: why there is no history, where one was looked for ("": none was given)."""
     parts = ['<section id="history"><h2>History</h2>']
     if history is None:
-        parts.append('<p class="none">No history given (--history DB adds a trend per cell).</p>')
+        parts.append(f'<p class="none">{esc(note)} ' if note else '<p class="none">No history given. ')
+        parts.append("<code>apex-bench report RUN.json --history DB</code> adds a trend per cell; without "
+                     f"--history it reads the default history ({esc(DEFAULT_HISTORY_WORDS)}) where that file "
+                     "exists.</p>")
     else:
         run_ids = sorted({p.run_id for p in history.series})
+        default = f" (the default history: {esc(DEFAULT_HISTORY_WORDS)})" if history.default else ""
         parts.append(
-            f'<p class="caption">{plural(len(history.runs), "run")} of environment '
-            f"<code>{esc(history.environment_id)}</code> in <code>{esc(history.path)}</code>; this report's "
+            f'<p class="caption">Read from <code>{esc(history.path)}</code>{default}: '
+            f'{plural(len(history.runs), "run")} of environment '
+            f"<code>{esc(history.environment_id)}</code>; this report's "
             f"run is {'#' + str(history.subject_run_id) if history.subject_run_id else 'not among them'}. "
             "Vertical lines mark change points (a step of 5 % or more held for 3 runs each side); "
             "shaded bands run from the baseline to the gate's allowed maximum.</p>"

@@ -90,6 +90,15 @@ def with_every_status(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def default_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's default history ($APEX_BENCH_HISTORY), absent until the test writes it: no test
+    reads the user's history, nor one another test of this process recorded into."""
+    path = tmp_path / "default-history" / "history.sqlite"
+    monkeypatch.setenv("APEX_BENCH_HISTORY", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def h100_events() -> dict[str, Any]:
     return load_fixture("report-h100-fixed.json.xz")
