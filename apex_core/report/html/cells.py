@@ -20,6 +20,7 @@ FLAG_TEXT = {
     "no_device_work": "no device work",
     "below_timer_floor": "below timer floor",
     "few_samples": "few samples",
+    "contended": "contended (busy machine)",
 }
 SEVERE_FLAGS = ("faster_than_physics", "throttled", "no_device_work")
 INTERPRETED = "triton_interpreter"  # correctness only: its times are no speed
