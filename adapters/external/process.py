@@ -33,11 +33,19 @@ class Finished:
     wall_s: float
 
 
+# A command that starts with one of these runs on the interpreter that runs apex-bench (its
+# environment, its packages), not on whichever one comes first on PATH.
+PYTHON_NAMES = ("python", "python3")
+
+
 def resolve_executable(program: str, cwd: str | None, path_env: str | None) -> tuple[str | None, str]:
     """(absolute path, "") of ``program``, or (None, why not) for a probe's reason.
 
-    A name with a slash is a path (relative to ``cwd``); a bare name is searched on PATH.
+    A name with a slash is a path (relative to ``cwd``); ``python`` and ``python3`` are this
+    interpreter; another bare name is searched on PATH.
     """
+    if program in PYTHON_NAMES:
+        return sys.executable, ""
     if "/" in program:
         path = Path(cwd or ".") / program
         if not path.exists():
@@ -67,6 +75,8 @@ def run_command(argv: Sequence[str], request: Path, *, cwd: str | None,
                 extra_env: Mapping[str, str]) -> Finished:
     """Run ``argv`` with the request's path in ``APEX_BENCH_REQUEST`` (and for ``{request}``); wait for it."""
     args = [arg.replace(REQUEST_PLACEHOLDER, str(request)) for arg in argv]
+    if args[0] in PYTHON_NAMES:
+        args[0] = sys.executable
     env = {**os.environ, **extra_env, REQUEST_ENV: str(request)}
     started = time.perf_counter()
     process = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
