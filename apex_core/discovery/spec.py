@@ -26,6 +26,8 @@ KINDS = ("normal", "uniform", "integers")
 FLOAT_DTYPES = ("data", "fp32")  # data: the cell's dtype
 INT_DTYPES = ("int32", "int64")
 WORK_KEYS = ("units", "count", "bytes", "flops")
+# a factor of work's sizes that is not a parameter: the bytes of one element of the cell's dtype
+DTYPE_BYTES = "dtype_bytes"
 TOLERANCE_KEYS = ("atol", "rtol", "max_mismatch_ratio", "reason")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -270,6 +272,7 @@ def _work(value: Any, params: Mapping[str, Any], fail: Any) -> dict[str, Any]:
     if not isinstance(units, str) or not UNITS_PATTERN.fullmatch(units):
         raise fail("work.units", f"{units!r} is not a lower-case word of letters, digits and '_' "
                    "(e.g. elements, tokens, images)")
-    sizes: dict[str, Any] = {key: _size(work[key], f"work.{key}", params, fail)
+    # bytes may name the cell's element size, so one count holds for fp32 and fp16 cells alike
+    sizes: dict[str, Any] = {key: _size(work[key], f"work.{key}", {**params, DTYPE_BYTES: 2}, fail)
                              for key in ("count", "bytes", "flops") if key in work}
     return {"units": units, **sizes}

@@ -23,7 +23,7 @@ import attrs
 import torch
 
 from apex_core.correctness import DTYPES
-from apex_core.discovery.spec import BenchSpec, InputSpec, Size
+from apex_core.discovery.spec import DTYPE_BYTES, BenchSpec, InputSpec, Size
 from apex_core.errors import ParamError
 from apex_core.interfaces import DEFAULT_TOLERANCES, CellSkipped, Inputs, Outputs, Workload
 from apex_core.results import Case, SkipKind, Tolerance, Work
@@ -80,8 +80,9 @@ class DiscoveredWorkload(Workload):
         return self.call(self.resolve("reference"), case, inputs)
 
     def work(self, case: Case, dtype_name: str = "fp16") -> Work:
-        """Units and counts from the file's ``work`` (count defaults to the first input's elements)."""
-        params = case.params_dict()
+        """Units and counts from the file's ``work`` (count defaults to the first input's elements);
+        ``dtype_bytes`` in a size is the element size of the cell's dtype."""
+        params = {**case.params_dict(), DTYPE_BYTES: DTYPES[dtype_name].itemsize}
         first = self.spec.inputs[0]
         count = self.spec.work.get("count", first.shape)
         return Work(bytes_moved=_evaluate(self.spec.work.get("bytes", 0), params),

@@ -8,6 +8,7 @@ import pytest
 
 from apex_core.discovery.conditions import SkipConditions, parse_conditions
 from apex_core.discovery.spec import BenchSpecError, parse_spec
+from apex_core.discovery.workload import DiscoveredWorkload
 
 PATH = Path("/bench/saxpy/bench.yaml")
 GOOD = {
@@ -80,3 +81,12 @@ def test_conditions_are_checked_against_the_cells_device():
     assert "uses up to 1e+06 GB" in SkipConditions(max_memory_gb=1e6).unmet("cpu")
     assert SkipConditions(min_compute_capability=(9, 0)).unmet("cpu") == ""  # a CUDA fact: not for cpu cells
     assert parse_conditions(None) == SkipConditions()
+
+
+def test_bytes_may_count_the_cells_element_size():
+    spec = parse_spec({**GOOD, "work": {"units": "elements", "bytes": [3, "n", "dtype_bytes"]}}, PATH)
+    workload = DiscoveredWorkload(spec)
+    case = workload.cases(workload.make_params())[0]
+    assert workload.work(case, "fp32").bytes_moved == 3 * 64 * 4
+    assert workload.work(case, "fp16").bytes_moved == 3 * 64 * 2
+    assert workload.work(case, "bf16").bytes_moved == 3 * 64 * 2
