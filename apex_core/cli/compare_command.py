@@ -21,7 +21,7 @@ from apex_core.baseline.compare import check_environment, compare
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
-from apex_core.cli.history_args import baseline_reports_from_history, describe_runs
+from apex_core.cli.history_args import baseline_reports_from_history
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.files import atomic_write_text, check_writable
@@ -170,9 +170,9 @@ def main(argv: list[str]) -> int:
         # the baseline emitted on the fly from the history's matching runs
         currents = [load_report(path) for path in args.current]
         with tempfile.TemporaryDirectory(prefix="apex-bench-against-") as work:
-            runs = baseline_reports_from_history(args.history, args.against, currents, Path(work))
+            runs, described = baseline_reports_from_history(args.history, args.against, currents, Path(work))
             baseline = emit_baseline(runs)
-        where = f"history {args.history or 'default'} --against {args.against} ({describe_runs(runs)})"
+        where = f"history {args.history or 'default'} --against {args.against} ({described})"
     options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=args.summary,
                           trend=args.trend_output, markdown=args.markdown, allow_missing=args.allow_missing,
                           force=args.force)

@@ -78,10 +78,10 @@ def record_run(args: Any, json_path: Path) -> int:
 
 
 def baseline_reports_from_history(history_path: str | None, spec: str, currents: Sequence[Any],
-                                  work_dir: Path) -> list[Any]:
+                                  work_dir: Path) -> tuple[list[Any], str]:
     """The complete runs of the history matching ``spec`` in the environment of ``currents`` (the
-    current runs themselves left out), loaded as the gate loads report files: each is written
-    under ``work_dir`` so that any error names a file."""
+    current runs themselves left out), loaded as the gate loads report files (each is written
+    under ``work_dir`` so that any error names a file), and which runs they are in words."""
     first = json.loads(Path(currents[0].path).read_text(encoding="utf-8"))
     key, _ = environment_identity(first)
     ours = {(c.suite, c.timestamp_utc) for c in currents}
@@ -100,12 +100,12 @@ def baseline_reports_from_history(history_path: str | None, spec: str, currents:
         path = work_dir / f"history-run-{run.summary.run_id}.json"
         path.write_text(json.dumps(run.report), encoding="utf-8")
         loaded.append(load_report(path))
-    return loaded
+    return loaded, describe_runs([run.summary for run in stored])
 
 
-def describe_runs(reports: Sequence[Any]) -> str:
-    """``run 12 of 2026-11-27T10:00:00Z at commit 0123456789ab, ...``: the history runs a baseline
-    was built from, each with its time and commit, so a reader knows what was compared with."""
-    return ", ".join(
-        Path(r.path).stem.removeprefix("history-").replace("-", " ") + f" of {r.timestamp_utc}"
-        + (f" at commit {r.git_commit[:12]}" if r.git_commit else "") for r in reports)
+def describe_runs(runs: Sequence[Any]) -> str:
+    """``run 12 of 2026-11-27T10:00:00Z tagged nightly at commit 0123456789ab, ...``: the history runs
+    a baseline was built from, each with its time, tags and commit, so a reader knows what was
+    compared with."""
+    return ", ".join(f"run {r.run_id} of {r.timestamp_utc}" + (f" tagged {', '.join(r.tags)}" if r.tags else "")
+                     + (f" at commit {r.commit[:12]}" if r.commit else "") for r in runs)

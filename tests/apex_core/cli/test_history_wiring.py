@@ -41,9 +41,9 @@ def test_compare_against_the_history_needs_no_baseline_file(two_runs, spec):
     # latest is the newest run other than the current one: r1, tagged before
     assert summary["status"] == "pass" and "run 1 of " in summary["baseline"]
     assert summary["checks"] and all(c["metric"].startswith("tilepack/") for c in summary["checks"])
-    # the terminal says which run the verdict is about: its number and time
+    # the terminal says which run the verdict is about: its number, time and tags
     (said,) = [line for line in done.stdout.splitlines() if line.startswith("apex-bench compare: against ")]
-    assert "run 1 of 20" in said
+    assert "run 1 of 20" in said and " tagged before" in said
 
 
 def test_against_naming_nothing_lists_the_nearest(two_runs):
