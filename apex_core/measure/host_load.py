@@ -14,8 +14,11 @@ import time
 from typing import Any
 
 # A cell is flagged ``contended`` when other processes kept at least this many cores busy while
-# it sampled: half a core taken from a 2-core CI machine already moves its CPU cells.
+# it sampled: half a core taken from a 2-core CI machine already moves its CPU cells...
 CONTENDED_CORES = 0.5
+# ...and at least this share of the machine's cores: on a 16-core H100 host, builders compiling on
+# one core (other_busy_cores 0.95-1.11) left the fixed-profile cells where they were
+CONTENDED_SHARE = 0.25
 
 
 def _busy_seconds() -> float | None:
@@ -50,4 +53,7 @@ class Window:
 
 def contended(load: Any) -> bool:
     """Whether other processes kept the machine busy enough to move a cell's numbers."""
-    return isinstance(load, dict) and float(load.get("other_busy_cores") or 0.0) >= CONTENDED_CORES
+    if not isinstance(load, dict):
+        return False
+    threshold = max(CONTENDED_CORES, CONTENDED_SHARE * float(load.get("cores") or 1))
+    return float(load.get("other_busy_cores") or 0.0) >= threshold

@@ -6,7 +6,8 @@ A flag never changes a number; it tells the reader why not to trust one as it st
 - ``p50_over_min``: the median is more than 1.5x the fastest sample (a bimodal or disturbed run);
 - ``launch_bound``: issuing one call costs the host more than the device spends on it;
 - ``throttled``: NVML saw a power or thermal limit hold the clocks down during the timing;
-- ``contended``: other processes kept at least half a core busy while it sampled
+- ``contended``: other processes kept at least half a core busy (a quarter of the cores on a
+  larger machine) while it sampled
   (``metadata.host_load``, apex_core/measure/host_load.py): its time may be the machine's;
 - ``faster_than_physics``: the cell moved its minimal bytes faster than this device's memory
   can (``physics_gbps``: its peak from NVML, ``environment.device_facts.dram_peak_gbps``, else

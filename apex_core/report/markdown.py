@@ -21,9 +21,9 @@ PHYSICS_NOTE = ("faster than physics: below its minimal bytes over this device's
 NO_SPEEDUP_NOTE = "no speed-up: the cell's p50 is 0 ms, and a ratio to it means nothing"
 NO_REFERENCE_TIME_NOTE = "no speed-up: torch-reference's p50 is 0 ms, and a ratio to it means nothing"
 BIMODAL_NOTE = "p50 above 1.5x the fastest sample: a bimodal or disturbed run, see samples_ms"
-CONTENDED_NOTE = ("contended: other processes kept at least half a core busy while it sampled "
-                  "(metadata.host_load in the JSON report): its time may be the machine's; measure again on a "
-                  "quiet machine")
+CONTENDED_NOTE = ("contended: other processes kept at least half a core (a quarter of the cores) busy while it "
+                  "sampled (metadata.host_load in the JSON report): its time may be the machine's; measure "
+                  "again on a quiet machine")
 # flags whose cells' times are not the work's: never the fastest of their row
 NOT_THE_WORK = ("no_device_work", "faster_than_physics")
 FAILED_LISTED = 8  # failed cells named in the summary; the table has the rest

@@ -25,7 +25,6 @@ def test_a_process_spinning_beside_the_window_counts_as_other_load() -> None:
     assert load is not None and load["cores"] >= 1
     # a spinning process takes a whole core unless the machine is oversubscribed
     assert load["other_busy_cores"] >= host_load.CONTENDED_CORES
-    assert host_load.contended(load)
 
 
 def test_own_work_is_not_counted_as_other_load() -> None:
@@ -41,7 +40,10 @@ def test_own_work_is_not_counted_as_other_load() -> None:
     assert busy <= (load["cores"] or 1) - own_share + 0.05
 
 
-def test_contended_reads_the_figure() -> None:
-    assert host_load.contended({"other_busy_cores": 0.5})
-    assert not host_load.contended({"other_busy_cores": 0.49})
+def test_contended_reads_the_figure_against_the_machines_size() -> None:
+    assert host_load.contended({"other_busy_cores": 0.5, "cores": 2})
+    assert not host_load.contended({"other_busy_cores": 0.49, "cores": 2})
+    # a core of sixteen busy elsewhere is not contention; four are
+    assert not host_load.contended({"other_busy_cores": 1.1, "cores": 16})
+    assert host_load.contended({"other_busy_cores": 4.0, "cores": 16})
     assert not host_load.contended(None)
