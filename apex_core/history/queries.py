@@ -9,7 +9,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
 
 from apex_core.errors import UsageError
 from apex_core.history.errors import HistoryError
@@ -17,8 +19,22 @@ from apex_core.history.leaderboard import build_leaderboard
 from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint
 from apex_core.history.rows import METRIC_COLUMNS
 
-if TYPE_CHECKING:
-    from apex_core.history.store import HistoryStore
+
+class HistoryStore(Protocol):
+    """What the queries read of apex_core.history.store.HistoryStore, which calls them with itself
+    (a protocol rather than an import of the store, which imports this module)."""
+
+    path: Path
+
+    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def runs(self, environment_key: Any = None, tag: str | None = None, commit: str | None = None,
+             limit: int | None = None, run_id: int | None = None) -> tuple[RunSummary, ...]: ...
+
+    def tags(self) -> tuple[str, ...]: ...
+
+    def commits(self) -> tuple[str, ...]: ...
+
 
 METRIC_ALIASES = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99_ms", "min": "min_ms",
                   "mean": "mean_ms", "throughput": "units_per_s", "memory": "peak_memory_mb",
