@@ -242,7 +242,12 @@ def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
 
 def load_report(path: Path | str) -> LoadedReport:
     """Read a JSON report, validate the fields the gate reads, and refuse an empty one."""
-    record = read_json(path)
+    return loaded_report(read_json(path), path)
+
+
+def loaded_report(record: Any, path: Path | str) -> LoadedReport:
+    """A report record already in memory, validated and reduced as ``load_report`` does with a file's
+    (``path`` names it in errors)."""
     validate_against(path, record, _shipped_schema("report_fields.schema.json"))  # other fields may come and go
     if not record["benchmarks"]:
         raise InputFileError(path, "benchmarks", "is empty: the report holds no cells to compare")

@@ -7,14 +7,12 @@ checked when its test runs, so the test that got slower is the one that fails, w
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from apex_core.baseline.artifacts import change_text, verdict_text
 from apex_core.baseline.compare import check_environment, check_metric
 from apex_core.baseline.emit import emit_baseline
-from apex_core.baseline.io import check_suite, load_baseline, load_report, read_json, write_json
+from apex_core.baseline.io import check_suite, load_baseline, load_report, loaded_report, read_json
 from apex_core.baseline.model import FAIL, Baseline
 from apex_core.errors import ApexBenchError
 from apex_core.report.records import report_record
@@ -59,7 +57,7 @@ class CellGate:
         if not limits:
             return []
         try:
-            current = _loaded(report)
+            current = loaded_report(report_record(report), cell.workload)
             check_suite(self.baseline, self.path, current)
             check_environment(self.baseline, self.path, current.environment_key, cell.workload,
                               force=self.force, skip=PER_RUN_FIELDS)
@@ -71,10 +69,3 @@ class CellGate:
                 f"(change {change_text(c)}){'; ' + c.contention if c.contention else ''}"
                 for c in checks if c.status == FAIL]
 
-
-def _loaded(report: Report) -> Any:
-    """The one-cell report as the gate reads report files (validated on the way in)."""
-    with tempfile.TemporaryDirectory(prefix="apex-bench-gate-") as folder:
-        path = Path(folder) / "cell.json"
-        write_json(path, report_record(report))
-        return load_report(path)
