@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from apex_core.report.records import report_record
 from apex_core.report.writer import ReportWriter
 from apex_core.results import Case, CellResult, Report, Status
 from apex_core.running.autotune import summarize_autotune
+from apex_core.running.runner import utc_now
 from apex_core.timing import TimingOptions
 
 SUITE = "pytest"
@@ -61,10 +61,6 @@ class CallSite:
     @property
     def case(self) -> str:
         return "default" if self.number == 1 else f"call{self.number}"
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @contextlib.contextmanager
@@ -108,12 +104,12 @@ class Session:
             dtype = dtype_name(call.inputs)
         except ValueError as exc:
             return output, [str(exc)]
-        device = device_of(call.inputs)
+        device, outputs = device_of(call.inputs), as_outputs(output)
         workload = CallWorkload(site.workload, site.case, call, site.reference,
-                                tolerance(dtype, site.atol, site.rtol), as_outputs(output))
+                                tolerance(dtype, site.atol, site.rtol), outputs)
         backend = CallBackend(site.function, call)
         if self.disabled:
-            return output, _checked_once(workload, as_outputs(output), dtype, device)
+            return output, _checked_once(workload, outputs, dtype, device)
         spec = CellSpec(workload=site.workload, case=site.case, backend=site.function, dtype=dtype,
                         device=device.type, params={}, seed=0, timing=self.timing)
         if self.environment is None:

@@ -42,6 +42,9 @@ P50_OVER_MIN_LIMIT = 1.5
 FLAGS = ("noisy", "p50_over_min", "launch_bound", "throttled", "faster_than_physics",
          "no_device_work", "below_timer_floor", "few_samples", "contended")
 STRICT_FLAGS = ("faster_than_physics",)
+# flags whose cells' times are not the work's (the timer saw none, or the bytes moved faster than the
+# memory can): such a cell is never a row's fastest in a summary
+NOT_THE_WORK = ("no_device_work", "faster_than_physics")
 
 
 def is_launch_bound(timing: Timing) -> bool | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from apex_core.errors import plural
-from apex_core.report.flags import FlagFacts, cell_flags, flag_note, is_launch_bound
+from apex_core.report.flags import NOT_THE_WORK, FlagFacts, cell_flags, flag_note, is_launch_bound
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
@@ -24,8 +24,6 @@ BIMODAL_NOTE = "p50 above 1.5x the fastest sample: a bimodal or disturbed run, s
 CONTENDED_NOTE = ("contended: other processes kept at least half a core (a quarter of the cores) busy while it "
                   "sampled (metadata.host_load in the JSON report): its time may be the machine's; measure "
                   "again on a quiet machine")
-# flags whose cells' times are not the work's: never the fastest of their row
-NOT_THE_WORK = ("no_device_work", "faster_than_physics")
 FAILED_LISTED = 8  # failed cells named in the summary; the table has the rest
 
 
@@ -216,7 +214,8 @@ def _summary_lines(report: Report, rows: list[tuple[str, str, str]],
             lines.append(f"- {workload} / {case} / {dtype}: no ok cell")
             continue
         reference = by_key.get((workload, case, dtype, REFERENCE_BACKEND))
-        ratio = _speedup_text(best, reference, {}) if "–" not in _speedup_text(best, reference, {}) else ""
+        ratio = _speedup_text(best, reference, {})
+        ratio = "" if "–" in ratio else ratio  # the table's note says why there is none
         lines.append(f"- {workload} / {case} / {dtype}: **{best.backend}** {_fmt_ms(best.timing.stats.p50)} ms"
                      + ratio)
     failed = [c for c in report.cells if c.status in FAILING_STATUSES]

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from apex_core.errors import plural
+from apex_core.report.flags import NOT_THE_WORK
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.failures import STATUS_RANK
 from apex_core.report.html.numbers import number
 from apex_core.report.html.svg import esc
 from apex_core.report.markdown import REFERENCE_BACKEND
-
-UNTRUSTED = ("no_device_work", "faster_than_physics")  # flags whose times are not the work's
-FAILED = ("incorrect", "suspect", "error", "crashed", "timeout")
+from apex_core.results import FAILING_STATUSES
 
 
 def _p50(cell: Cell) -> float:
@@ -27,7 +26,7 @@ def _p50(cell: Cell) -> float:
 
 def trusted(cell: Cell) -> bool:
     """A time that is a speed of the work: ok, not interpreted, not flagged as someone else's time."""
-    return cell.comparable and not set(cell.flags) & set(UNTRUSTED) and 0 < _p50(cell) < float("inf")
+    return cell.comparable and not set(cell.flags) & set(NOT_THE_WORK) and 0 < _p50(cell) < float("inf")
 
 
 def best_cell(group: CaseGroup) -> Cell | None:
@@ -63,7 +62,8 @@ def _case_row(group: CaseGroup) -> str:
 
 
 def _failures(cells: Sequence[Cell]) -> str:
-    failed = sorted((c for c in cells if c.status in FAILED), key=lambda c: STATUS_RANK.get(c.status, 6))
+    failed = sorted((c for c in cells if c.status in FAILING_STATUSES),
+                    key=lambda c: STATUS_RANK.get(c.status, 6))
     skipped = sum(c.status == "skipped" for c in cells)
     also = f" ({plural(skipped, 'cell')} skipped)" if skipped else ""
     where = ' <a href="#not-timed">cells without a time</a> gives each reason.'
