@@ -3,8 +3,8 @@
 The exporter is the legacy TorchScript tracer (``torch.onnx.export(..., dynamo=False)``):
 the dynamo exporter needs onnxscript, which apex-bench does not depend on, and tracing
 the reference as it is keeps the export the same function the suite checks against.
-Tracing unrolls the references' Python loops (the scan over steps, blend over K), so
-those lengths are fixed in the file; every other axis a user would sweep is declared
+Tracing unrolls the references' Python loops (the scan's doubling passes, blend over K),
+so those lengths are fixed in the file; every other axis a user would sweep is declared
 dynamic only where the traced graph stays correct at other sizes (tests check each one
 against the reference at a second size). The graph's input and output names are the
 workload's own input and output keys, in the same order, so feeds come straight from

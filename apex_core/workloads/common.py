@@ -39,7 +39,8 @@ _SUITE_SIZES: Mapping[str, Mapping[str, Any]] = {
         "budget_b1": 4, "budget_b2": 2, "budget_total": 6,
     },
     # Sizes that fill an H100/H200 for the memory-bound tile ops (hundreds of MB per call).
-    # steps stays at the fixed value: torch.compile unrolls the reference scan's loop.
+    # steps stays at the fixed value (256), the size docs/perf.md's large-profile rows
+    # were taken at (larger scans are swept there with --set steps=).
     "large": {
         "batch": 8, "channels": 256, "height": 512, "width": 512, "tile_size": 8, "kmax": 1024,
         "budget_b1": 256, "budget_b2": 128, "budget_total": 512,

@@ -133,7 +133,7 @@ def test_each_dynamic_axis_holds_at_a_second_size(item, exports):
     [
         (("tile-stage1", "default", {}), {"batch": 2}, "x"),  # ScatterND bakes the update shape
         (("tileunpack", "blend", {}), {"kmax": 7}, "packed"),  # the K blend steps are unrolled
-        (("tilessm-scan", "forward", {}), {"steps": 20}, "tokens"),  # the scan is unrolled
+        (("tilessm-scan", "forward", {}), {"steps": 20}, "tokens"),  # the doubling offsets are fixed
         (("ff-infer", "default", UNCAPPED_FF), {"width": 32}, "features"),  # ids use the grid width
         (("ff-infer", "default", {}), {"height": 32}, "features"),  # k0 capped by the grid
     ],

@@ -44,6 +44,8 @@ CASES = [
         {"batch": 2, "channels": 3, "steps": 7, "nonfinite_fraction": 0.1},
         {"batch": 1, "channels": 5, "steps": 1},
         {"batch": 3, "channels": 1, "steps": 4, "clamp": 2.5, "nonfinite_fraction": 0.3},
+        {"batch": 1, "channels": 4, "steps": 256},  # the fixed length: 8 doubling passes
+        {"batch": 1, "channels": 2, "steps": 37},  # not a power of two
     ],
 )
 @pytest.mark.parametrize("seed", [0, 1])
