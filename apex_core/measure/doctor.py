@@ -3,7 +3,8 @@
 ``device_facts`` runs once per run (into the report's environment) and by ``apex-bench
 doctor``: the copy bandwidth and the memory's peak (NVML) that "faster than physics" is
 judged against, each CUDA method's floor (its time for one empty kernel), the host's cost to launch one kernel,
-and a spin of known cycles read against NVML's SM clock. ``advice`` turns the figures
+a spin of known cycles read against NVML's SM clock, and the card's fingerprint from them
+and NVML's static facts. ``advice`` turns the figures
 into a few lines a person can act on. On a machine without CUDA it says what it cannot
 measure and times only the CPU clock.
 """
@@ -19,7 +20,7 @@ from typing import Any
 import attrs
 import torch
 
-from apex_core.measure import cuda_timer, telemetry
+from apex_core.measure import cuda_timer, device_fingerprint, telemetry
 from apex_core.measure.cuda_timer import CudaTimer, empty_kernel
 from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.timing import TimingOptions
@@ -155,8 +156,16 @@ def clock_check() -> dict[str, Any]:
             "clock_agreement": spin_mhz / nvml_mhz if nvml_mhz else None}
 
 
-def device_facts(device: str, full: bool = True) -> dict[str, Any]:
-    """The figures for ``device``; ``full=False`` (a run's environment) skips the clock check."""
+def identity() -> dict[str, Any]:
+    """NVML's static facts of the current card (``device_fingerprint.nvml_identity``)."""
+    nvml, why = telemetry.start_nvml()
+    if nvml is None:
+        return {"unavailable": why}
+    return device_fingerprint.nvml_identity(nvml, telemetry.device_handle(nvml, torch.cuda.current_device()))
+
+
+def device_facts(device: str) -> dict[str, Any]:
+    """The figures for ``device``, with the card's fingerprint (apex_core/measure/device_fingerprint.py)."""
     started = time.perf_counter()
     facts: dict[str, Any] = {"perf_counter_resolution_ns": perf_counter_resolution_ns()}
     if device != "cuda":
@@ -164,17 +173,18 @@ def device_facts(device: str, full: bool = True) -> dict[str, Any]:
         return facts
     for name, measure in (("copy_gbps", lambda: float(copy_bandwidth()["copy_gbps"])),
                           ("dram_peak_gbps", dram_peak_gbps),
-                          ("timer_floor_us", timer_floors_us), ("launch_us", launch_cost_us)):
+                          ("timer_floor_us", timer_floors_us), ("launch_us", launch_cost_us),
+                          ("identity", identity)):
         try:
             facts[name] = measure()
         except Exception as exc:  # a figure that cannot be taken says why, the rest still come
             facts[name] = None
             facts[f"{name}_unavailable"] = f"{type(exc).__name__}: {exc}"
-    if full:
-        try:
-            facts["clock"] = clock_check()
-        except Exception as exc:
-            facts["clock"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+    try:  # about 10 ms of spin: the SM clock under load is the fingerprint's second figure
+        facts["clock"] = clock_check()
+    except Exception as exc:
+        facts["clock"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+    facts["fingerprint"] = device_fingerprint.fingerprint(facts)
     facts["measured_in_s"] = round(time.perf_counter() - started, 3)  # a run waits this long for them
     return facts
 
@@ -200,7 +210,7 @@ class BackgroundFacts:
 
     def _measure(self) -> None:
         try:
-            self.environment["device_facts"] = device_facts(self.device, full=False)
+            self.environment["device_facts"] = device_facts(self.device)
         except BaseException as exc:  # the run goes on without them, and says why
             self.environment["device_facts"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
         finally:

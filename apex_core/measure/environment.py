@@ -121,7 +121,7 @@ def capture_environment(device: str, measure_device: bool = True) -> dict[str, A
     env["git"] = git_state()
     if measure_device:
         # what the timers can tell on this device, and the copy bandwidth the flags judge against
-        env["device_facts"] = device_facts(device, full=False)
+        env["device_facts"] = device_facts(device)
     return env
 
 

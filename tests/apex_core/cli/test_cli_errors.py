@@ -105,7 +105,7 @@ def test_an_internal_error_is_one_line_exit_3_with_the_traceback_in_a_file(monke
     from apex_core.cli.main import EXIT_INTERNAL, main
     from apex_core.measure import doctor
 
-    def broken(device, full=True):
+    def broken(device):
         raise RuntimeError("a bug in apex-bench")
 
     monkeypatch.setattr(doctor, "device_facts", broken)

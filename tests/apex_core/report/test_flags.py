@@ -121,7 +121,7 @@ def test_device_facts_measured_in_the_background_land_in_the_environment_and_say
 def test_a_failing_measurement_leaves_a_reason_not_a_hung_run(monkeypatch):
     from apex_core.measure import doctor
 
-    def broken(device, full=True):
+    def broken(device):
         raise RuntimeError("CUDA error: no device")
 
     monkeypatch.setattr(doctor, "device_facts", broken)
