@@ -133,8 +133,24 @@ def _device_rows(record: Mapping[str, Any], doc: str, cells: Sequence[Cell]) -> 
         "memory clock while timed": _clock_range(cells, "mem_clock_mhz"),
         "throttling": _throttling(cells),
         "copy bandwidth (measured)": copy_text,
+        **_fingerprint_row(record, doc),
         "torch / triton / tensorrt": _texts(env, "torch", "triton", "tensorrt"),
     }
+
+
+def _fingerprint_row(record: Mapping[str, Any], doc: str) -> dict[str, str]:
+    """What sets this card apart from another of its model (apex_core/measure/device_fingerprint.py);
+    no row for a run recorded before the fingerprint was."""
+    found = ((record.get("environment") or {}).get("device_facts") or {}).get("fingerprint")
+    if not isinstance(found, Mapping):
+        return {}
+    ecc = {True: "on", False: "off"}.get(found.get("ecc"), "unknown")
+    where = ("environment", "device_facts", "fingerprint")
+    clock = number(Q.at(record, doc, *where, "sm_clock_under_load_mhz"), "MHz")
+    power = number(Q.at(record, doc, *where, "power_limit_w"), "W")
+    parts = [f"SM clock under load {clock}", f"power limit {power}", f"ECC {ecc}",
+             f"PCIe {_text(found.get('pcie'))}", f"VBIOS {_text(found.get('vbios'))}"]
+    return {"card fingerprint": ", ".join(parts)}
 
 
 def header_section(

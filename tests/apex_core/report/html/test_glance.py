@@ -153,3 +153,16 @@ def test_the_compute_roof_hint_names_the_report_command(h100_events: dict[str, A
     with_peak = page(h100_events, peak_tflops=989.0)
     assert "The compute roof is 989 TFLOP/s" in section(with_peak, "roofline")
     assert "--peak-tflops X" not in section(with_peak, "roofline")
+
+
+def test_the_card_fingerprint_is_shown_where_the_run_recorded_one() -> None:
+    assert "card fingerprint" not in visible_text(page(gpu_record()))  # recorded before fingerprints
+    record = gpu_record()
+    record["environment"].setdefault("device_facts", {})["fingerprint"] = {
+        "sm_clock_under_load_mhz": 1755.0, "power_limit_w": 700.0, "ecc": True,
+        "pcie": "gen5 x16 (max gen5 x16)", "vbios": "96.00.99.00.01", "copy_gbps": 2866.0}
+    html = page(record)
+    text = visible_text(html)
+    assert ("card fingerprint SM clock under load 1755 MHz, power limit 700 W, ECC on, "
+            "PCIe gen5 x16 (max gen5 x16), VBIOS 96.00.99.00.01") in text
+    check_numbers(html, Evaluator({"run0": record}))
