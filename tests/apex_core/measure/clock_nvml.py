@@ -22,7 +22,8 @@ class NVMLError(Exception):
         self.value = value
 
     def __str__(self) -> str:
-        return {NO_PERMISSION: "Insufficient Permissions", NOT_SUPPORTED: "Not Supported"}.get(self.value, "Unknown")
+        words = {NO_PERMISSION: "Insufficient Permissions", NOT_SUPPORTED: "Not Supported"}
+        return words.get(self.value, "Unknown")
 
 
 class ClockNvml(types.SimpleNamespace):
