@@ -117,7 +117,7 @@ def _sm_limits(nvml: Any, handle: Any, request: str) -> int:
     if request == "max":
         return top
     if int(request) > top:
-        raise UsageError(f"--lock-clocks {request}: above this card's highest SM clock, {top} MHz")
+        raise UsageError(f"locked clocks of {request} MHz: above this card's highest SM clock, {top} MHz")
     return int(request)
 
 
@@ -184,7 +184,7 @@ def locked_clocks(request: str | int, card_uuids: Sequence[str] = (),
     more at interpreter exit should a second interrupt cut the reset short. A SIGKILL or a
     host crash skips both: the report then still says ``locked`` and names the cards, to be
     reset with ``nvidia-smi -i UUID -rgc`` (and ``-rmc``). Each failed reset is one line to
-    ``warn``. A MHz above the card's highest SM clock is a ``UsageError``.
+    ``warn``. A number of MHz above the card's highest SM clock is a ``UsageError``.
     """
     request = clock_request(request)
     nvml, unavailable = telemetry.start_nvml()

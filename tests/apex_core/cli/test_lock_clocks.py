@@ -1,5 +1,6 @@
-"""``--lock-clocks`` on the command line: usage errors, the note where the driver refuses, the report's
-record, and the reset when the run ends or is stopped (a fake NVML and fake cards: no GPU here)."""
+"""``--lock-clocks`` on the command line (and ``lock_clocks`` of the library): usage errors, the note
+where the driver refuses, the report's record, and the reset when the run ends or is stopped (a fake
+NVML and fake cards: no GPU here)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import time
 
 import pytest
 
+from apex_core import api
 from apex_core.cli import run_command
 from apex_core.cli.main import main
 from apex_core.cli.signals import Terminated, handle_stop_signals
+from apex_core.errors import UsageError
 from apex_core.measure.clock_lock import locked_clocks
+from apex_core.results import Report
 from apex_core.running.devices import FAKE_GPUS_ENV
 from tests.apex_core.cli.cli_helpers import one_line_error
-from tests.apex_core.measure.clock_nvml import NO_PERMISSION, TDP, install_clock_nvml
+from tests.apex_core.measure.clock_nvml import NO_PERMISSION, TDP, TOP_SM_MHZ, install_clock_nvml
 from tests.conftest import run_cli
 
 SMOKE = ["--profile", "smoke", "--backends", "torch-reference", "--workloads", "tilepack", "--no-history",
@@ -121,3 +125,31 @@ def test_in_a_process_of_its_own_a_refused_lock_is_a_note_not_a_traceback(tmp_pa
     assert len(notes) == 1 and notes[0].endswith("the run goes on at the driver's clocks")
     lock = json.loads((tmp_path / "r.json").read_text())["environment"]["clock_lock"]
     assert lock["requested"] == "max" and lock["locked"] is False and lock["why_not"]
+
+
+def test_the_library_locks_around_its_run_and_records_the_verdict(monkeypatch):
+    nvml = install_clock_nvml(monkeypatch)
+    during = []
+
+    def run_plan(plan, registry, **kwargs):
+        during.append(dict(nvml.sm))
+        return Report(suite="apex-bench", timestamp_utc="t", environment={"device": "cuda"}, config={},
+                      status="complete", cells=())
+
+    monkeypatch.setattr(api, "check_device", lambda device: None)  # no CUDA here; the plan is never run
+    monkeypatch.setattr(api, "run_plan", run_plan)
+    report = api.run(["tilepack"], ["torch-reference"], device="cuda", profile="smoke", lock_clocks="max")
+    assert during == [{"GPU-0": (TOP_SM_MHZ, TOP_SM_MHZ)}] and nvml.sm == {}
+    assert report.environment["device"] == "cuda"
+    assert report.environment["clock_lock"]["locked"] is True
+
+
+@pytest.mark.parametrize(("device", "value", "message"), [
+    ("cpu", "base", "lock_clocks locks GPU clocks: it needs device='cuda' (got 'cpu')"),
+    ("cuda", "fast", "lock_clocks: expected base, max or a whole number of MHz, got 'fast'"),
+])
+def test_the_librarys_bad_lock_clocks_is_a_usage_error(monkeypatch, device, value, message):
+    monkeypatch.setattr(api, "check_device", lambda device: None)
+    with pytest.raises(UsageError) as raised:
+        api.run(["tilepack"], ["torch-reference"], device=device, profile="smoke", lock_clocks=value)
+    assert str(raised.value) == message
