@@ -5,6 +5,7 @@ No CLI, no files: everything the command line does is reachable from here.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ import attrs
 import torch
 
 from apex_core.errors import UsageError
+from apex_core.measure.clock_lock import ClockVerdict, clock_request, locked_clocks
 from apex_core.plan import build_plan
 from apex_core.registry import Registry
 from apex_core.results import Report
@@ -53,6 +55,7 @@ def run(
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
     probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
     build_workers: int = 0,
+    lock_clocks: str | int | None = None,
 ) -> Report:
     """Run workloads x cases x backends x dtypes on one device and return the report.
 
@@ -64,7 +67,10 @@ def run(
     report's config records them. With process isolation each backend is probed in
     the worker under ``probe_timeout_s``. ``build_workers`` builder processes warm the
     compile caches of upcoming cells while others are timed (docs/scale.md; process
-    isolation only). Raises ``UsageError`` for bad selections before any cell runs.
+    isolation only). ``lock_clocks`` (``"base"``, ``"max"`` or MHz) locks the CUDA device's
+    clocks for the run and resets them after (docs/timing.md, "Locked clocks"); the report's
+    ``environment["clock_lock"]`` says whether they were locked, and why not. Raises
+    ``UsageError`` for bad selections before any cell runs.
     """
     registry = registry or Registry.discover()
     device = device or default_device()
@@ -84,5 +90,22 @@ def run(
     )
     if build_workers:  # the report's config says how many builders ran
         plan = attrs.evolve(plan, extra_config={**plan.extra_config, "build_workers": build_workers})
-    return run_plan(plan, registry, isolation=isolation, on_cell=on_cell, probe_timeout_s=probe_timeout_s,
-                    build_workers=build_workers)
+    with _clock_lock(lock_clocks, device) as clocks:
+        report = run_plan(plan, registry, isolation=isolation, on_cell=on_cell, probe_timeout_s=probe_timeout_s,
+                          build_workers=build_workers)
+    return report if clocks is None else attrs.evolve(
+        report, environment={**report.environment, "clock_lock": clocks.record()})
+
+
+def _clock_lock(request: str | int | None,
+                device: str) -> contextlib.AbstractContextManager[ClockVerdict | None]:
+    """``run``'s lock_clocks checked (a UsageError before any cell) and held, or nothing."""
+    if request is None:
+        return contextlib.nullcontext()
+    if device != "cuda":
+        raise UsageError(f"lock_clocks locks GPU clocks: it needs device='cuda' (got {device!r})")
+    try:
+        request = clock_request(request)
+    except ValueError as exc:
+        raise UsageError(f"lock_clocks: {exc}") from None
+    return locked_clocks(request)

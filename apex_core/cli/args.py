@@ -19,6 +19,7 @@ from apex_core.cli.values import (
     seed,
 )
 from apex_core.correctness import DTYPES
+from apex_core.measure.clock_lock import clock_request
 from apex_core.running.probing import DEFAULT_PROBE_TIMEOUT_S
 from apex_core.shared_library import is_bare_library_name, resolve_library
 from apex_core.timing import DEFAULT_PLACEMENTS, FLOOR_SAMPLING
@@ -71,6 +72,13 @@ def _dtype_list(text: str) -> list[str]:
         if item not in DTYPES:
             raise argparse.ArgumentTypeError(f"unknown dtype {item!r}; valid: {', '.join(DTYPES)}")
     return items
+
+
+def _clock_request(text: str) -> str:
+    try:
+        return clock_request(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._ArgumentGroup:
@@ -163,6 +171,12 @@ def build_run_parser() -> OneLineParser:
     tim.add_argument("--probe-timeout", type=positive_seconds, default=DEFAULT_PROBE_TIMEOUT_S,
                      help="seconds one backend's probe may take before its cells (and its --list row) "
                      f"become timeouts (default {DEFAULT_PROBE_TIMEOUT_S:g})")
+    tim.add_argument("--lock-clocks", type=_clock_request, metavar="base|max|MHZ",
+                     help="lock the SM clock of every GPU the run uses (base: the clock the card sustains "
+                     "within its power limit, as nvbench's --lgc base; max: its highest; or MHz) and the "
+                     "memory clock at its highest where the driver allows, reset when the run ends; needs "
+                     "root: where the driver refuses, one line says why and the run goes on unlocked "
+                     "(docs/timing.md#locked-clocks)")
     sel.add_argument("--backend-opt", dest="backend_opts", action="append", default=[],
                      metavar="NAME.KEY=VALUE", help="an option of one backend, as the backend declares it "
                      "(repeatable; --list shows each backend's options)")

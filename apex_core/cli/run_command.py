@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,6 +27,7 @@ from apex_core.engine.sweep import SweepPlan, choose_runtime, filed_callback, pl
 from apex_core.engine.sweep_report import SWEEP_FORMATS
 from apex_core.errors import UsageError, one_line, printable
 from apex_core.files import check_distinct, prepare_output
+from apex_core.measure.clock_lock import ClockVerdict, locked_clocks
 from apex_core.measure.environment import capture_environment
 from apex_core.measure.kernel_timer import profiler_unavailable_reason
 from apex_core.plan import Plan, PlannedCell, build_plan
@@ -33,7 +35,7 @@ from apex_core.plugin_api import deprecation_lines
 from apex_core.registry import Registry
 from apex_core.report.flags import strict_failures
 from apex_core.report.writer import ReportWriter, optional_output
-from apex_core.results import FAILING_STATUSES, CellResult, DeviceUse, Report
+from apex_core.results import FAILING_STATUSES, CellResult, DeviceInfo, DeviceUse, Report
 from apex_core.running.autotune import summarize_autotune
 from apex_core.running.env_vars import overlaid_environ
 from apex_core.running.runner import run_plan, utc_now
@@ -175,6 +177,29 @@ def _run(args: Any) -> int:
     return _execute(args, plan, registry, device)
 
 
+def check_lock_clocks(args: Any, device: str) -> None:
+    """--lock-clocks where it can never work is a usage error; where the driver refuses, a note."""
+    if args.lock_clocks is None:
+        return
+    if args.executor == "ray":
+        raise UsageError("--lock-clocks and --executor ray exclude each other: the cells run on the cluster's "
+                         "GPUs; lock them on each node (nvidia-smi -lgc)")
+    if device != "cuda" and args.devices is None:
+        raise UsageError(f"--lock-clocks locks GPU clocks: it needs --device cuda (got --device {device})")
+
+
+def clock_lock(args: Any, cards: tuple[DeviceInfo, ...] | None,
+               ) -> contextlib.AbstractContextManager[ClockVerdict | None]:
+    """The clocks locked for the run's cards (those of --devices, else CUDA device 0), or nothing."""
+    if args.lock_clocks is None:
+        return contextlib.nullcontext()
+    return locked_clocks(args.lock_clocks, [card.uuid for card in cards or ()], warn=_print_error)
+
+
+def _print_error(line: str) -> None:
+    print(f"apex-bench: error: {printable(line)}", file=sys.stderr, flush=True)
+
+
 def announce_plugin_problems(registry: Registry) -> None:
     """One line per plugin that failed to load and per deprecated form a plugin uses, before any cell."""
     for row in registry.broken:
@@ -191,6 +216,7 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     csv_path = optional_output(args.output_csv, "--output-csv", json_path, md_path, log_path, html_path)
     check_history_target(args)
     gate = gate_from_run_args(args, json_path)
+    check_lock_clocks(args, device)
     scale = resolve_scale(args, device)
     if scale.build_workers:  # the report's config says how many builders ran
         plan = attrs.evolve(plan, extra_config={**plan.extra_config, "build_workers": scale.build_workers})
@@ -201,7 +227,13 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
             precheck_environment(gate, env, plan.config())
         configure_logging(log_path)
         handle_stop_signals()
-        with library_output_to(log_path), Progress(quiet=args.quiet) as progress:
+        with library_output_to(log_path), Progress(quiet=args.quiet) as progress, \
+                clock_lock(args, scale.devices) as clocks:
+            if clocks is not None:  # in the report from its first write: a killed run leaves them locked
+                env["clock_lock"] = clocks.record()
+                if not clocks.locked and not args.quiet:
+                    print(f"apex-bench: clocks not locked: {printable(clocks.why_not)}; the run goes on at the "
+                          "driver's clocks", file=sys.stderr, flush=True)
             files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path}
             writer = ReportWriter(files) if model is None else ReportWriter(files, SWEEP_FORMATS)
             # a model's run is a sweep of one case: its report and baselines are the sweep's
