@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a host of several GPUs: the same build on every card at once, each run a fresh process with
 # its card's fingerprint (docs/timing.md, "Between hosts"): per card ROUNDS x (the fixed triton
-# suite in fp16, the spin pair as is, the spin pair 5 % slower), then on card 0 --lock-clocks
-# base and the tilessm-scan cells of torch-reference and torch-compile. Everything lands in
+# suite in fp16, the spin pair as is, the spin pair 5 % slower), then on card 0 the
+# tilessm-scan cells of torch-reference and torch-compile. (The cards' clocks are left as they
+# are: --lock-clocks changes a machine's settings.) Everything lands in
 # OUT/cards.tgz. Usage: bash scripts/dev/cards_gpu.sh OUT [ROUNDS]
 out=${1:?OUT folder}
 rounds=${2:-2}
@@ -33,9 +34,6 @@ for card in $(seq 0 $((cards - 1))); do
     ) &
 done
 wait
-nvidia-smi -q -d CLOCK -i 0 > "$work/clocks-before-lock.txt" 2>&1
-run 0 locked --backends triton --dtype fp16 --workloads tilepack,fusiongate --lock-clocks base
-nvidia-smi -q -d CLOCK -i 0 > "$work/clocks-after-lock.txt" 2>&1
 run 0 scan --backends torch-reference,torch-compile --workloads tilessm-scan --dtype fp16,fp32
 nvidia-smi -L > "$work/cards.txt"
 tar czf "$out/cards.tgz" -C "$work" .
