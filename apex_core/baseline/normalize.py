@@ -32,6 +32,8 @@ from typing import Any
 
 import attrs
 
+from apex_core.measure.device_fingerprint import fingerprint_of
+
 # a cell that moved its bytes at half the copy bandwidth or more waits mostly on memory: below
 # that, the SM's arithmetic and latency set its time (a streaming kernel reaches 80-95 %)
 BANDWIDTH_SHARE = 0.5
@@ -85,10 +87,19 @@ def card_of(fingerprint: Mapping[str, Any] | None) -> Card | None:
                 sm_clock_mhz=_positive(fingerprint.get("sm_clock_under_load_mhz")))
 
 
+def card_of_report(report: Mapping[str, Any]) -> Card | None:
+    """The card a report record ran on; None also when its device facts are malformed (a record the
+    history stores as it is: its card is then unknown, never an error)."""
+    try:
+        return card_of(fingerprint_of(report))
+    except (TypeError, AttributeError):  # identity or clock of another type than an object
+        return None
+
+
 def pooled_fingerprint(fingerprints: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:
     """One fingerprint for a baseline made of several runs: the first's identity, each measured figure
     the median over the runs (as the values are), and no UUID when the runs came from several cards."""
-    found = [dict(f) for f in fingerprints if card_of(f) is not None]
+    found = [dict(f) for f in fingerprints if f is not None and card_of(f) is not None]
     if not found:
         return None
     pooled = dict(found[0])
@@ -130,11 +141,16 @@ class Scaling:
     def scaled(self) -> bool:
         return self.bound in FIGURES
 
+    @property
+    def label(self) -> str:
+        """The kind of reason: its words before the colon (``launch-bound``, ``near the timer's floor``)."""
+        return self.reason.split(":")[0]
+
     def text(self) -> str:
-        """``x1.031 bandwidth``, ``same card``, ``no: launch-bound ...``."""
+        """``x1.031 bandwidth``, ``same card``, ``no: launch-bound``: a table's cell."""
         if self.scaled:
             return f"x{self.factor:.3f} {self.bound}"
-        return self.bound if self.bound == SAME_CARD else f"no: {self.reason}"
+        return self.bound if self.bound == SAME_CARD else f"no: {self.label}"
 
 
 def _refused(reason: str) -> Scaling:
@@ -203,7 +219,10 @@ def tally(scalings: Sequence[Scaling]) -> str:
         if factors:
             spread = f"x{factors[0]:.3f}" + (f"-x{factors[-1]:.3f}" if factors[-1] != factors[0] else "")
             parts.append(f"{len(factors)} by {words} ({spread})")
-    kept = [s.reason.split(":")[0] for s in scalings if s.bound == REFUSED]
+    same = sum(s.bound == SAME_CARD for s in scalings)
+    if same:
+        parts.append(f"{same} measured on that card")
+    kept = [s.label for s in scalings if s.bound == REFUSED]
     if kept:
         parts.append(f"{len(kept)} kept as measured ({'; '.join(dict.fromkeys(kept))})")
     return ", ".join(parts) or "no metric to scale"
