@@ -35,7 +35,7 @@ import attrs
 from apex_core.measure.device_fingerprint import fingerprint_of
 
 # a cell that moved its bytes at half the copy bandwidth or more waits mostly on memory: below
-# that, the SM's arithmetic and latency set its time (a streaming kernel reaches 80-95 %)
+# that, the SM's arithmetic and latency set its time
 BANDWIDTH_SHARE = 0.5
 # a net time within twice the timer's floor is refused: the floor moves by several per cent
 # between measurements (docs/timing.md), which at two floors is as large as the 2-6 % between cards
