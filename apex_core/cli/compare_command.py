@@ -183,7 +183,7 @@ def build_parser() -> OneLineParser:
     against.add_argument("--against", metavar="SPEC", help="build the baseline from the run history: "
                          "latest (the newest other run), a tag, a commit prefix or a run id, in the "
                          "current report's environment, by the rules of 'baseline emit'")
-    parser.add_argument("--history", metavar="PATH", help="history file for --against, and where the "
+    parser.add_argument("--history", metavar="PATH", help="history file for --against, also where the "
                         "current card is judged against its model's other cards (default "
                         "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
@@ -209,6 +209,9 @@ def main(argv: list[str]) -> int:
     """``apex-bench compare ...``; returns 0 pass, 1 fail (usage errors raise, exit 2)."""
     args = build_parser().parse_args(argv)
     if args.against is None:
+        if args.history is not None:
+            raise UsageError("--history needs --against (the current card is judged in the default history: "
+                             "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
         baseline, where = load_baseline(args.baseline), args.baseline
     else:
         # the baseline emitted on the fly from the history's matching runs

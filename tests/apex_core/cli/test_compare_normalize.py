@@ -26,9 +26,13 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"baseline": tmp_path / "base.json", "current": current, "history": tmp_path / "history.sqlite"}
 
 
+@pytest.fixture(autouse=True)
+def _history(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APEX_BENCH_HISTORY", str(files["history"]))  # where compare judges the card
+
+
 def _compare(files: dict[str, Path], *extra: str) -> int:
-    return main(["compare", "--baseline", str(files["baseline"]), "--current", str(files["current"]),
-                 "--history", str(files["history"]), *extra])
+    return main(["compare", "--baseline", str(files["baseline"]), "--current", str(files["current"]), *extra])
 
 
 def test_the_baseline_names_its_card(files: dict[str, Path]) -> None:
