@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from apex_core.baseline.io import gate_rule_record
 from apex_core.baseline.model import Check, CompareSummary
 from apex_core.baseline.verdict import CONFIDENCE, SAME_MARGIN
@@ -27,7 +29,9 @@ def _trend_entry(check: Check) -> dict[str, Any]:
 
 
 def check_record(check: Check) -> dict[str, Any]:
-    """One entry of the summary's ``checks``: the trend's entry, the verdict and why."""
+    """One entry of the summary's ``checks``: the trend's entry, the verdict and why (and, when the
+    baseline was scaled to the current card, by what: baseline_ms is then the scaled value)."""
+    scaled = {} if check.scaling is None else {"normalization": attrs.asdict(check.scaling)}
     return {
         **_trend_entry(check),
         "verdict": check.verdict.label,
@@ -39,11 +43,13 @@ def check_record(check: Check) -> dict[str, Any]:
         "failed_by": check.failed_by or None,
         "unit": check.unit,
         "better": check.better,
+        **scaled,
     }
 
 
 def summary_record(summary: CompareSummary) -> dict[str, Any]:
     """The compare summary: the gate's status, why, and every check."""
+    normalization = {} if summary.normalization is None else {"normalization": summary.normalization.record()}
     return {
         "suite": summary.suite,
         "status": summary.status,
@@ -54,6 +60,7 @@ def summary_record(summary: CompareSummary) -> dict[str, Any]:
         "timestamp_utc": summary.timestamp_utc,
         "rule": RULE,
         "environment_differences": list(summary.environment_differences),
+        **normalization,
         "failing_metrics": [c.metric for c in summary.failed_checks],
         "checks": [check_record(c) for c in summary.checks],
     }
@@ -120,20 +127,40 @@ def render_markdown(summary: CompareSummary) -> str:
     if summary.forced:
         lines += ["**Forced:** compared across environments that differ.", ""]
     lines += [f"- environment differs: {d}" for d in summary.environment_differences]
-    if summary.environment_differences:
+    lines += [f"- {line}" for line in normalization_lines(summary)]
+    if summary.environment_differences or summary.normalization is not None:
         lines.append("")
-    lines += ["| metric | status | baseline ms | rule (min effect; cap ms) | current ms | change | verdict |",
-              "| --- | --- | ---: | --- | ---: | ---: | --- |"]
+    scaled = any(c.scaling is not None for c in summary.checks)
+    lines += ["| metric | status | baseline ms | rule (min effect; cap ms) | current ms | change | verdict |"
+              + (" normalized |" if scaled else ""),
+              "| --- | --- | ---: | --- | ---: | ---: | --- |" + (" --- |" if scaled else "")]
     for c in summary.checks:
         status = c.status if c.status == "pass" else f"**{c.status}** ({c.failed_by})" if c.failed_by \
             else f"**{c.status}**"
         lines.append(f"| `{c.metric}` | {status} | {_ms(c.baseline_ms)} | {rule_text(c)} | "
-                     f"{_ms(c.current_ms)} | {change_text(c)} | {verdict_text(c).replace('|', '/')} |")
+                     f"{_ms(c.current_ms)} | {change_text(c)} | {verdict_text(c).replace('|', '/')} |"
+                     + (f" {scaling_text(c)} |" if scaled else ""))
     contended = [f"- `{c.metric}` {c.contention}" for c in summary.checks if c.contention]
     return "\n".join(lines + ([""] + contended if contended else [])) + "\n"
 
 
 def render_rows(summary: CompareSummary) -> list[tuple[str, ...]]:
     """Rows of the terminal table (same columns as the Markdown one)."""
+    scaled = any(c.scaling is not None for c in summary.checks)
     return [(c.metric, c.status if not c.failed_by else f"{c.status} ({c.failed_by})", _ms(c.baseline_ms),
-             rule_text(c), _ms(c.current_ms), change_text(c), verdict_text(c)) for c in summary.checks]
+             rule_text(c), _ms(c.current_ms), change_text(c), verdict_text(c))
+            + ((scaling_text(c),) if scaled else ()) for c in summary.checks]
+
+
+def scaling_text(check: Check) -> str:
+    """The normalized column: ``x1.031 bandwidth``, ``no: launch-bound``, ``-`` (not a time, or no cell)."""
+    return "-" if check.scaling is None else check.scaling.text()
+
+
+def normalization_lines(summary: CompareSummary) -> list[str]:
+    """What the comparison did about the runs' cards, and the current card's standing in its model."""
+    if summary.normalization is None:
+        return []
+    done = summary.normalization
+    return [f"normalized across cards: {done.summary}" if done.applied else done.summary] + (
+        [f"card: {done.outlier}"] if done.outlier else [])

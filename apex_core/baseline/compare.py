@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from apex_core.baseline.across_cards import normalized_baseline
 from apex_core.baseline.errors import EnvironmentMismatchError
 from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import check_suite
@@ -177,10 +180,12 @@ def best_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
 
 def compare(baseline: Baseline, baseline_path: Path | str,
             reports: LoadedReport | Sequence[LoadedReport], *, allow_missing: bool = False,
-            force: bool = False) -> CompareSummary:
+            force: bool = False, normalize: bool = True) -> CompareSummary:
     """Check every baseline metric against the report(s); raises on a suite or environment mismatch.
 
     Several reports are runs of one build (a retry of a failed gate): each metric takes its best run.
+    With ``normalize``, a baseline measured on another card of the same model has its times scaled
+    to the card of the run each metric's cell came from (across_cards.py).
     """
     reports = [reports] if isinstance(reports, LoadedReport) else list(reports)
     differences: list[str] = []
@@ -192,8 +197,13 @@ def compare(baseline: Baseline, baseline_path: Path | str,
         differences += [d for d in found if d not in differences]
         forced = forced or overridden
     cells = best_cells(reports)
-    checks = tuple(check_metric(name, limit, cells.get(name), baseline.samples_for(name))
-                   for name, limit in baseline.metrics.items())
+    origin = {id(cell): report for report in reports for cell in report.cells}
+    scaled, scalings, normalization = normalized_baseline(
+        baseline, cells, {name: origin[id(cell)].fingerprint for name, cell in cells.items()},
+        enabled=normalize)
+    checks = tuple(attrs.evolve(check_metric(name, limit, cells.get(name), scaled.samples_for(name)),
+                                scaling=scalings.get(name))
+                   for name, limit in scaled.metrics.items())
     if baseline.extra_metrics:
         # one value per run and no best-of rule: the cell of the first report that has it
         extra_cells = {cell.metric(kind): cell for report in reversed(reports) for cell in report.cells
@@ -204,4 +214,4 @@ def compare(baseline: Baseline, baseline_path: Path | str,
                           allow_missing=allow_missing, checks=checks,
                           environment_differences=tuple(differences), baseline_path=str(baseline_path),
                           current_paths=tuple(r.path for r in reports),
-                          timestamp_utc=max(r.timestamp_utc for r in reports))
+                          timestamp_utc=max(r.timestamp_utc for r in reports), normalization=normalization)

@@ -21,6 +21,7 @@ from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
+from apex_core.baseline.normalize import pooled_fingerprint
 from apex_core.baseline.verdict import metric_seed
 from apex_core.errors import plural
 
@@ -231,4 +232,5 @@ def emit_baseline(reports: LoadedReport | Sequence[LoadedReport], *, ratio: floa
     return Baseline(suite=reports[0].suite, environment_key=dict(reports[0].environment_key),
                     metrics=metrics, baseline_notes=default_notes(reports, ratios, floor, min_effects)
                     if notes is None else notes, source_report=_source(reports),
-                    extra_metrics=_extra_metrics(reports, extra_metrics))
+                    extra_metrics=_extra_metrics(reports, extra_metrics),
+                    fingerprint=pooled_fingerprint(r.fingerprint for r in reports))

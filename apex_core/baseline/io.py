@@ -26,6 +26,7 @@ from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, ExtraLimit
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
 from apex_core.files import atomic_write_text
+from apex_core.measure.device_fingerprint import fingerprint_of
 from apex_core.measure.environment import environment_key
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
@@ -216,7 +217,8 @@ def load_baseline(path: Path | str) -> Baseline:
               for name, m in record.get("extra_metrics", {}).items()}
     return Baseline(suite=record["suite"], environment_key=record["environment_key"], metrics=metrics,
                     baseline_notes=record["baseline_notes"], source_report=record.get("source_report"),
-                    schema_version=record["schema_version"], extra_metrics=extras)
+                    schema_version=record["schema_version"], extra_metrics=extras,
+                    fingerprint=record.get("fingerprint"))
 
 
 def gate_environment_key(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,7 +239,9 @@ def _report_cell(cell: Mapping[str, Any]) -> ReportCell:
                       timing_method=cell.get("timing_method"),
                       extras={name: value for name, kind in EXTRA_METRICS.items()
                               if (value := kind.read(cell)) is not None},
-                      host_load=(cell.get("metadata") or {}).get("host_load"))
+                      host_load=(cell.get("metadata") or {}).get("host_load"),
+                      bytes_moved=cell.get("bytes_moved"), launch_bound=cell.get("launch_bound"),
+                      timer_floor_ms=cell.get("timer_floor_ms"))
 
 
 def load_report(path: Path | str) -> LoadedReport:
@@ -255,7 +259,7 @@ def loaded_report(record: Any, path: Path | str) -> LoadedReport:
     return LoadedReport(path=str(path), suite=record["suite"], timestamp_utc=record["timestamp_utc"],
                         environment_key=gate_environment_key(record), cells=cells,
                         git_commit=(record["environment"].get("git") or {}).get("commit"),
-                        status=str(record.get("status") or "complete"))
+                        status=str(record.get("status") or "complete"), fingerprint=fingerprint_of(record))
 
 
 def check_suite(baseline: Baseline, baseline_path: Path | str, report: LoadedReport) -> None:
@@ -296,6 +300,8 @@ def baseline_record(baseline: Baseline) -> dict[str, Any]:
     }
     if baseline.source_report is not None:
         record["source_report"] = dict(baseline.source_report)
+    if baseline.fingerprint is not None:
+        record["fingerprint"] = dict(baseline.fingerprint)
     record["metrics"] = metrics
     if baseline.extra_metrics:
         record["extra_metrics"] = {name: attrs.asdict(limit) for name, limit in baseline.extra_metrics.items()}

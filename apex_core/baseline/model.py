@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from apex_core.baseline.extra_metrics import ExtraLimit
+from apex_core.baseline.normalize import HostNormalization, Scaling
 
 # 2 added the statistical rule per metric (``gate_rule``); files of version 1 load with the cap only
 BASELINE_SCHEMA_VERSION = 2
@@ -78,6 +79,8 @@ class Baseline:
     schema_version: int = BASELINE_SCHEMA_VERSION
     # opt-in metrics beyond time (extra_metrics.py), named like the time metrics
     extra_metrics: Mapping[str, ExtraLimit] = attrs.field(factory=dict)
+    # the card the values were measured on (normalize.pooled_fingerprint); None in older files
+    fingerprint: Mapping[str, Any] | None = None
 
     def samples_for(self, name: str) -> tuple[float, ...]:
         """The metric's own samples, else those stored on another metric of the same cell."""
@@ -105,6 +108,10 @@ class ReportCell:
     extras: Mapping[str, float] = attrs.field(factory=dict)
     # how busy the machine was while it sampled (apex_core/measure/host_load.py); None in older reports
     host_load: Mapping[str, Any] | None = None
+    # what tells the cell's bound when its time is scaled to another card (normalize.py)
+    bytes_moved: float | None = None
+    launch_bound: bool | None = None
+    timer_floor_ms: float | None = None
 
     def metric(self, stat: str) -> str:
         return metric_name(self.workload, self.case, self.backend, self.dtype, stat)
@@ -121,6 +128,7 @@ class LoadedReport:
     cells: tuple[ReportCell, ...]
     git_commit: str | None = None
     status: str = "complete"  # the run's status: complete, interrupted, running (a killed run)
+    fingerprint: Mapping[str, Any] | None = None  # the card it ran on (device_fingerprint.fingerprint_of)
 
     def cells_by_metric(self, stats: tuple[str, ...] = tuple(QUANTILE_STATS)) -> dict[str, ReportCell]:
         """Every metric name this report could answer, mapped to its cell."""
@@ -166,6 +174,9 @@ class Check:
     better: str = "lower"
     # a failure measured on a busy machine says so (compare.contention_text); "" otherwise
     contention: str = ""
+    # how the baseline's value was scaled to the current card (baseline_ms is the scaled value); None
+    # when the comparison did not normalize
+    scaling: Scaling | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -180,6 +191,8 @@ class CompareSummary:
     baseline_path: str
     current_paths: tuple[str, ...]  # several runs of one build: each metric takes its best run
     timestamp_utc: str
+    # what the comparison did about the runs' cards; None when neither run names its card (CPU runs)
+    normalization: HostNormalization | None = None
 
     @property
     def failed_checks(self) -> tuple[Check, ...]:

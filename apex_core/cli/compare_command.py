@@ -16,15 +16,24 @@ import attrs
 from rich.console import Console
 from rich.table import Table
 
-from apex_core.baseline.artifacts import render_markdown, render_rows, summary_record, trend_record
+from apex_core.baseline.artifacts import (
+    normalization_lines,
+    render_markdown,
+    render_rows,
+    summary_record,
+    trend_record,
+)
 from apex_core.baseline.compare import check_environment, compare
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
+from apex_core.baseline.normalize import Card
 from apex_core.cli.history_args import baseline_reports_from_history
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
 from apex_core.files import atomic_write_text, check_writable
+from apex_core.history import HistoryError, HistoryStore, check_history_path
+from apex_core.history.cards import standing
 
 EXIT_CODES = """\
 exit codes:
@@ -49,6 +58,10 @@ class GateOptions:
     markdown: Path | None = attrs.field(default=None, converter=_optional_path)
     allow_missing: bool = False
     force: bool = False
+    normalize: bool = True  # scale the baseline's times to the current card (baseline/across_cards.py)
+    # the history the current card is judged in against its model's other cards; None: the default one
+    history: str | None = None
+    judge_card: bool = True
 
     def check_outputs(self, markdown_flag: str = "--markdown") -> None:
         """Fail before any work when an artifact path cannot be written."""
@@ -60,10 +73,12 @@ class GateOptions:
 
 def _print_table(summary: CompareSummary, out: TextIO) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
+    rows = render_rows(summary)
+    scaled = ("normalized",) if rows and len(rows[0]) > 7 else ()  # a column only when the baseline was scaled
     for column in ("metric", "status", "baseline ms", "rule (min effect; cap ms)", "current ms", "change",
-                   "verdict"):
+                   "verdict", *scaled):
         table.add_column(column, justify="right" if column.endswith(("ms", "change")) else "left")
-    for row in render_rows(summary):
+    for row in rows:
         table.add_row(*row, style=None if row[1] == "pass" else "red")
     # A pipe or file gets a wide table rather than rich's 80-column default.
     Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
@@ -74,7 +89,8 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     quiet) and the one-line outcome; returns 0 pass, 1 fail."""
     paths = report_paths if isinstance(report_paths, list) else [report_paths]
     summary = compare(options.baseline, options.baseline_path, [load_report(path) for path in paths],
-                      allow_missing=options.allow_missing, force=options.force)
+                      allow_missing=options.allow_missing, force=options.force, normalize=options.normalize)
+    summary = _with_card_standing(summary, options)
     # Every input is valid from here on: only now do artifacts appear.
     if options.summary is not None:
         write_json(options.summary, summary_record(summary))
@@ -86,6 +102,8 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
         _print_table(summary, sys.stdout)
         for difference in summary.environment_differences:
             print(f"note: environment differs: {difference}")
+        for line in normalization_lines(summary):
+            print(f"note: {line}")
     failed = summary.failed_checks
     forced = " (forced across differing environments)" if summary.forced else ""
     names = f": {', '.join(c.metric for c in failed)}" if failed else ""
@@ -95,6 +113,28 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
         if check.contention:
             print(f"apex-bench compare: note: {check.metric} {check.contention}", flush=True)
     return 1 if failed else 0
+
+
+def card_standing(history: str | None, card: Card) -> str:
+    """The current card against its model's other cards in the history (history/cards.py), in one line;
+    a history that is missing or unreadable costs the judgement, never the gate."""
+    name = card.uuid or "this card"
+    try:
+        path = check_history_path(history)
+        if not path.exists():
+            return f"{name}: not enough runs of this model to judge (no history at {path})"
+        with HistoryStore.open(path, create=False) as store:
+            return standing(card, store.cards(card.model)).text
+    except HistoryError as exc:
+        return f"{name}: not judged against its model ({exc})"
+
+
+def _with_card_standing(summary: CompareSummary, options: GateOptions) -> CompareSummary:
+    done = summary.normalization
+    if done is None or done.current is None or not options.judge_card:
+        return summary
+    return attrs.evolve(summary, normalization=attrs.evolve(done, outlier=card_standing(options.history,
+                                                                                        done.current)))
 
 
 def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:
@@ -113,7 +153,8 @@ def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:
     options = GateOptions(
         baseline=load_baseline(args.baseline), baseline_path=Path(args.baseline),
         summary=args.summary or f"{stem}.compare.json", trend=args.trend_output or f"{stem}.trend.json",
-        markdown=args.compare_md or f"{stem}.compare.md", allow_missing=args.allow_missing, force=args.force)
+        markdown=args.compare_md or f"{stem}.compare.md", allow_missing=args.allow_missing, force=args.force,
+        history=getattr(args, "history", None), judge_card=not getattr(args, "no_history", False))
     options.check_outputs("--compare-md")
     return options
 
@@ -142,7 +183,8 @@ def build_parser() -> OneLineParser:
     against.add_argument("--against", metavar="SPEC", help="build the baseline from the run history: "
                          "latest (the newest other run), a tag, a commit prefix or a run id, in the "
                          "current report's environment, by the rules of 'baseline emit'")
-    parser.add_argument("--history", metavar="PATH", help="history file for --against (default "
+    parser.add_argument("--history", metavar="PATH", help="history file for --against, also where the "
+                        "current card is judged against its model's other cards (default "
                         "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
                         help="apex-bench JSON report; several runs of one build (a retry) give each "
@@ -155,6 +197,10 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--force", action="store_true", help="compare even when the report was measured "
                         "in another environment (GPU/CPU class, dtype, profile, timing method); the "
                         "summary is marked forced")
+    parser.add_argument("--no-normalize", dest="normalize", action="store_false",
+                        help="compare the baseline's times as measured, even when it names another card of "
+                        "the current run's GPU model (by default they are scaled to the current card by copy "
+                        "bandwidth or SM clock, per cell's bound; docs/baselines.md)")
     parser.add_argument("--quiet", action="store_true", help="print only the outcome line")
     return parser
 
@@ -164,7 +210,8 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.against is None:
         if args.history is not None:
-            raise UsageError("--history needs --against")
+            raise UsageError("--history needs --against (the current card is judged in the default history: "
+                             "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
         baseline, where = load_baseline(args.baseline), args.baseline
     else:
         # the baseline emitted on the fly from the history's matching runs
@@ -175,7 +222,7 @@ def main(argv: list[str]) -> int:
         where = f"history {args.history or 'default'} --against {args.against} ({described})"
     options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=args.summary,
                           trend=args.trend_output, markdown=args.markdown, allow_missing=args.allow_missing,
-                          force=args.force)
+                          force=args.force, normalize=args.normalize, history=args.history)
     options.check_outputs()
     if args.against is not None:
         print(f"apex-bench compare: against {where}", flush=True)  # which runs the verdict is about

@@ -1,4 +1,4 @@
-"""``apex-bench history [list | show RUN | trend METRIC]``: read the run history (docs/history.md)."""
+"""``apex-bench history [list | show RUN | trend METRIC | cards]``: read the run history (docs/history.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import json
 from collections import defaultdict
 
+from apex_core.baseline.normalize import Scaling, card_of_report
 from apex_core.cli.values import OneLineParser, number, positive_int, positive_seconds
 from apex_core.history import (
     DEFAULT_TIMEOUT_S,
@@ -15,6 +16,7 @@ from apex_core.history import (
     default_history_path,
 )
 from apex_core.history import text as render
+from apex_core.history.cards import MIN_PEERS, OUTLIER_DEVIATION, scaled_series, standing
 from apex_core.history.changepoints import MIN_RELATIVE_STEP, MIN_SEGMENT
 from apex_core.history.model import SeriesPoint
 from apex_core.history.queries import METRIC_ALIASES, metric_column
@@ -69,7 +71,17 @@ def build_parser() -> OneLineParser:
                        help=f"smallest relative step reported ({MIN_RELATIVE_STEP:g})")
     trend.add_argument("--min-segment", type=positive_int, default=MIN_SEGMENT,
                        help=f"runs a level must hold on each side of a step ({MIN_SEGMENT})")
-    for command in (listing, show, trend):
+    trend.add_argument("--normalize", action="store_true", help="scale each run's time to the card of the "
+                       "series' newest run (cards of one model: copy bandwidth or SM clock by the cell's "
+                       "bound; docs/history.md); a time the rule cannot scale stays as measured and says why")
+    cards = commands.add_parser(
+        "cards", help="the GPU cards the runs used, and which lie outside their model's usual spread",
+        description="List every card (GPU UUID) the recorded runs name, with its measured copy bandwidth and "
+        f"SM clock under load (medians over its runs); a card is an outlier when a figure lies more than "
+        f"{OUTLIER_DEVIATION:.0%} from the median of its model's other cards and outside their range, judged "
+        f"against at least {MIN_PEERS} other cards (docs/history.md).")
+    cards.add_argument("--model", help="only cards of this GPU model (as the runs name it)")
+    for command in (listing, show, trend, cards):
         add_history_options(command)
     return parser
 
@@ -88,7 +100,10 @@ def _show(store: HistoryStore, args: argparse.Namespace) -> None:
         return
     if len(matches) > 1:
         print(f"{args.run!r} names {len(matches)} runs; showing the newest, run {matches[0].run_id}")
-    for line in render.run_details(run):
+    card = card_of_report(run.report)
+    judged = () if card is None else (f"{card.model}, {card.describe()}",
+                                      standing(card, store.cards(card.model)).text)
+    for line in render.run_details(run, judged):
         print(line)
 
 
@@ -105,12 +120,22 @@ def _trend(store: HistoryStore, args: argparse.Namespace) -> None:
         series[point.cell_key].append(point)
     method = (f"binary segmentation on the median; a step needs >= {args.min_step * 100:g} % and "
               f"{args.min_segment} runs each side")
+    if args.normalize and not column.endswith("_ms"):
+        print(f"not normalized: --normalize scales times (the *_ms metrics), not {column}")
     for index, key in enumerate(sorted(series)):
-        values = series[key]
+        values, scalings = series[key], list[Scaling]()
+        if args.normalize and column.endswith("_ms"):
+            values, scalings = scaled_series(values)
         changes = change_points([p.value for p in values], min_segment=args.min_segment,
                                 min_relative_step=args.min_step)
-        for line in ([""] if index else []) + render.trend(column, values, changes, method):
+        for line in ([""] if index else []) + render.trend(column, values, changes, method, scalings):
             print(line)
+
+
+def _cards(store: HistoryStore, args: argparse.Namespace) -> None:
+    found = store.cards(args.model)
+    for line in render.cards(found, [standing(c.card, found) for c in found]):
+        print(line)
 
 
 def main(argv: list[str]) -> int:
@@ -119,5 +144,5 @@ def main(argv: list[str]) -> int:
         argv = ["list", *argv]  # a bare 'history' lists the runs
     args = build_parser().parse_args(argv)
     with open_history(args) as store:
-        {"list": _list, "show": _show, "trend": _trend}[args.command](store, args)
+        {"list": _list, "show": _show, "trend": _trend, "cards": _cards}[args.command](store, args)
     return 0

@@ -20,6 +20,9 @@ def build_parser() -> OneLineParser:
                         "list'; default: the newest run's)")
     parser.add_argument("--last", type=positive_int, default=5,
                         help="a backend's p50 in a group is the median over its last N ok runs (5)")
+    parser.add_argument("--normalize", action="store_true", help="first scale every p50 to the card of the "
+                        "newest run (cards of one model: copy bandwidth or SM clock by the cell's bound; "
+                        "docs/history.md); a p50 the rule cannot scale stays as measured")
     return parser
 
 
@@ -28,7 +31,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     with open_history(args) as store:
         environment = one_environment(store, args.environment)
-        board = store.leaderboard(environment, workload=args.workload, last=args.last)
+        board = store.leaderboard(environment, workload=args.workload, last=args.last, normalize=args.normalize)
         key = store.runs(environment_key=environment, limit=1)[0].environment_key
         for line in render.leaderboard(board, key):
             print(line)

@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from apex_core.baseline.normalize import Card, CellTiming
+
 
 @attrs.frozen(kw_only=True)
 class RunSummary:
@@ -53,6 +55,8 @@ class CellMetrics:
     units_per_s: float | None
     peak_memory_mb: float | None
     energy_j_per_call: float | None
+    launch_bound: bool | None = attrs.field(default=None, converter=attrs.converters.optional(bool))
+    timer_floor_ms: float | None = None
 
     @property
     def key(self) -> str:
@@ -82,6 +86,9 @@ class SeriesPoint:
     dtype: str
     device: str
     value: float
+    # what scales the value to another card (apex_core/baseline/normalize.py); None on CPU runs
+    card: Card | None = None
+    timing: CellTiming | None = None
 
     @property
     def cell_key(self) -> tuple[str, str, str, str, str, str]:
@@ -128,3 +135,5 @@ class Leaderboard:
     last: int
     groups: tuple[LeaderboardGroup, ...]
     overall: tuple[OverallRank, ...]
+    # with normalize: which card the p50s were scaled to, and how many of them by which figure
+    normalized: str = ""

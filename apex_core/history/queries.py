@@ -13,7 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
+
+from apex_core.baseline.normalize import tally
 from apex_core.errors import UsageError
+from apex_core.history.cards import card_from_columns, cell_timing_from_columns, scalings_to
 from apex_core.history.errors import HistoryError
 from apex_core.history.leaderboard import build_leaderboard
 from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint
@@ -41,6 +45,12 @@ METRIC_ALIASES = {"p50": "p50_ms", "p90": "p90_ms", "p95": "p95_ms", "p99": "p99
                   "peak_memory": "peak_memory_mb", "energy": "energy_j_per_call"}
 
 
+# the run's card and the cell's timing, after a query's own columns (cards.card_from_columns,
+# cards.cell_timing_from_columns)
+_CARD_SQL = ("r.card_model, r.card_uuid, r.copy_gbps, r.sm_clock_mhz, c.p50_ms, c.gbps, c.timer_floor_ms, "
+             "c.launch_bound, c.timing_method")
+
+
 def metric_column(metric: str) -> str:
     """The cells column a metric name or alias means; UsageError listing the valid names otherwise."""
     name = METRIC_ALIASES.get(metric.strip(), metric.strip())
@@ -64,10 +74,12 @@ def series_query(store: HistoryStore, metric: str, filters: dict[str, str | None
     found = store.execute(
         "cannot read the series",
         f"SELECT r.run_id, r.recorded_utc, r.git_commit, r.environment_id, c.workload, c.case_name, "
-        f"c.backend, c.dtype, c.device, c.{column} FROM cells c JOIN runs r ON r.run_id = c.run_id "
-        f"WHERE {clauses} ORDER BY r.run_id, c.position", where.values())
+        f"c.backend, c.dtype, c.device, c.{column}, {_CARD_SQL} "
+        f"FROM cells c JOIN runs r ON r.run_id = c.run_id WHERE {clauses} ORDER BY r.run_id, c.position",
+        where.values())
     points = [SeriesPoint(run_id=r[0], recorded_utc=r[1], commit=r[2], environment_id=r[3], workload=r[4],
-                          case=r[5], backend=r[6], dtype=r[7], device=r[8], value=float(r[9]))
+                          case=r[5], backend=r[6], dtype=r[7], device=r[8], value=float(r[9]),
+                          card=card_from_columns(*r[10:14]), timing=cell_timing_from_columns(*r[14:]))
               for r in found]
     if limit is None:
         return tuple(points)
@@ -101,7 +113,7 @@ def one_environment(store: HistoryStore, environment_id: str | None) -> str:
 
 
 def leaderboard_query(store: HistoryStore, environment_id: str | None, workload: str | None,
-                      last: int) -> Leaderboard:
+                      last: int, normalize: bool = False) -> Leaderboard:
     """See ``HistoryStore.leaderboard``."""
     environment = one_environment(store, environment_id)
     where, params = ["c.status = 'ok'", "c.p50_ms IS NOT NULL", "r.environment_id = ?"], [environment]
@@ -110,7 +122,7 @@ def leaderboard_query(store: HistoryStore, environment_id: str | None, workload:
         params.append(workload)
     found = store.execute(
         "cannot read the leaderboard",
-        "SELECT r.run_id, c.workload, c.case_name, c.dtype, c.backend, c.p50_ms FROM cells c "
+        f"SELECT r.run_id, c.workload, c.case_name, c.dtype, c.backend, c.p50_ms, {_CARD_SQL} FROM cells c "
         f"JOIN runs r ON r.run_id = c.run_id WHERE {' AND '.join(where)} ORDER BY r.run_id DESC", params)
     if workload is not None and not found:
         known = [r[0] for r in store.execute(
@@ -118,7 +130,19 @@ def leaderboard_query(store: HistoryStore, environment_id: str | None, workload:
             "ON r.run_id = c.run_id WHERE r.environment_id = ? AND c.status = 'ok' ORDER BY 1", (environment,))]
         raise HistoryError(store.path, f"no ok cell of workload {workload!r} in environment {environment} "
                                        f"(it has {', '.join(known) or 'none'})")
-    return build_leaderboard(environment, ((r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in found), last)
+    times = [float(r[5]) for r in found]
+    note = ""
+    if normalize and found:
+        # every p50 scaled to the card of the newest run, by its cell's bound (normalize.py)
+        measured = [(card_from_columns(*r[6:10]), cell_timing_from_columns(*r[10:])) for r in found]
+        scalings = scalings_to(measured[0][0], measured)
+        times = [t * s.factor for t, s in zip(times, scalings, strict=True)]
+        target = measured[0][0]
+        note = (f"p50s scaled to the card of run {found[0][0]}, {target.describe()}: {tally(scalings)}"
+                if target is not None else f"not normalized: run {found[0][0]}, the newest, names no card")
+    cells = ((r[0], r[1], r[2], r[3], r[4], t) for r, t in zip(found, times, strict=True))
+    board = build_leaderboard(environment, cells, last)
+    return attrs.evolve(board, normalized=note)
 
 
 _COMMIT_PREFIX = re.compile(r"[0-9a-fA-F]{4,40}")

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.baseline.io import gate_environment_key
+from apex_core.baseline.normalize import card_of_report
 from apex_core.errors import UsageError
 
 REPORT_ENCODING = "zlib-json"  # samples_ms make reports large: a smoke report of 54 kB stores as 14 kB
@@ -24,10 +25,15 @@ REPORT_ENCODING = "zlib-json"  # samples_ms make reports large: a smoke report o
 # The metric columns of the cells table, each a number per cell (None where the cell lacks it).
 METRIC_COLUMNS = ("p50_ms", "p95_ms", "min_ms", "mean_ms", "p90_ms", "p99_ms", "gbps", "tflops",
                   "units_per_s", "peak_memory_mb", "energy_j_per_call")
+# what scales a cell's time to another card (apex_core/baseline/normalize.py)
+CARD_CELL_COLUMNS = ("launch_bound", "timer_floor_ms")
 CELL_COLUMNS = ("position", "workload", "case_name", "backend", "dtype", "device", "status", "reason",
-                "timing_method", "units", *METRIC_COLUMNS)
+                "timing_method", "units", *METRIC_COLUMNS, *CARD_CELL_COLUMNS)
+# the card a run used: its model, UUID and measured figures (None on CPU runs and older reports)
+CARD_RUN_COLUMNS = ("card_model", "card_uuid", "copy_gbps", "sm_clock_mhz")
 RUN_COLUMNS = ("recorded_utc", "timestamp_utc", "suite", "status", "git_commit", "git_branch", "git_dirty",
-               "environment_id", "environment_key", "device", "hardware", "report_encoding", "report")
+               "environment_id", "environment_key", "device", "hardware", "report_encoding", "report",
+               *CARD_RUN_COLUMNS)
 
 _THROUGHPUT_FIELDS = {"tiles": "tiles_per_s", "tokens": "tokens_per_s", "elements": "elements_per_s",
                       "frames": "frames_per_s"}
@@ -102,10 +108,12 @@ def cell_row(position: int, cell: Mapping[str, Any]) -> tuple[Any, ...]:
                   units_per_s=_number(cell.get(_THROUGHPUT_FIELDS.get(str(units), ""))),
                   peak_memory_mb=_number(cell.get("peak_memory_mb")),
                   energy_j_per_call=_number((cell.get("telemetry") or {}).get("energy_j_per_call")))
+    bound = cell.get("launch_bound")
     return (position, *(_text(cell[k]) for k in ("workload", "case", "backend", "dtype")),
             _text(cell.get("device"), "?"), _text(cell["status"]), _text(cell.get("reason")),
             _text(cell.get("timing_method")) if isinstance(cell.get("timing_method"), str) else None,
-            units, *(values[name] for name in METRIC_COLUMNS))
+            units, *(values[name] for name in METRIC_COLUMNS),
+            int(bound) if isinstance(bound, bool) else None, _number(cell.get("timer_floor_ms")))
 
 
 def utc_now() -> str:
@@ -128,9 +136,12 @@ def run_row(report: Mapping[str, Any], commit: str | None, branch: str | None) -
     git = environment.get("git") if isinstance(environment.get("git"), Mapping) else {}
     key, key_id = environment_identity(report)
     dirty = git.get("dirty")
+    card = card_of_report(report)
     return (utc_now(), _text(report["timestamp_utc"]), _text(report["suite"]),
             _text(report.get("status"), "unknown"),
             commit or (_text(git.get("commit")) if isinstance(git.get("commit"), str) else None), branch,
             None if dirty is None else int(bool(dirty)), key_id,
             json.dumps(key, sort_keys=True, default=str), _text(environment.get("device")) or None,
-            _text(key.get("hardware")) or None, REPORT_ENCODING, encode_report(report))
+            _text(key.get("hardware")) or None, REPORT_ENCODING, encode_report(report),
+            *((None,) * 4 if card is None else
+              (_text(card.model), _text(card.uuid) or None, card.copy_gbps, card.sm_clock_mhz)))

@@ -109,10 +109,59 @@ def _add_v2_columns(conn: sqlite3.Connection) -> None:
                  _number(cell.get(_V2_THROUGHPUT.get(str(units), ""))), _number(energy), run_id, position))
 
 
+def _positive(value: Any) -> float | None:
+    number = _number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _v3_card(report: dict[str, Any]) -> tuple[Any, ...]:
+    """(model, uuid, copy_gbps, sm_clock_mhz) of a stored report's fingerprint; all None without one
+    or when it does not name its GPU model."""
+    environment = report.get("environment")
+    facts = environment.get("device_facts") if isinstance(environment, dict) else None
+    if not isinstance(facts, dict):
+        return (None, None, None, None)
+    found = facts.get("fingerprint")
+    if not isinstance(found, dict):  # reports from before it was stored: the facts it is made of
+        identity, clock = facts.get("identity"), facts.get("clock")
+        spin = clock.get("spin_cycles_per_us") if isinstance(clock, dict) else None
+        found = {**(identity if isinstance(identity, dict) else {}), "copy_gbps": facts.get("copy_gbps"),
+                 "sm_clock_under_load_mhz": spin}
+    model, uuid = found.get("gpu"), found.get("uuid")
+    if not isinstance(model, str) or not model.strip():
+        return (None, None, None, None)
+    return (model, uuid if isinstance(uuid, str) and uuid else None, _positive(found.get("copy_gbps")),
+            _positive(found.get("sm_clock_under_load_mhz")))
+
+
+def _add_v3_card_columns(conn: sqlite3.Connection) -> None:
+    """Each run's card (model, UUID, measured copy bandwidth, SM clock under load) and each cell's
+    launch-bound flag and timer floor, filled in from the stored reports: what scales a run's times to
+    another card of its model without reading its report."""
+    for column, kind in (("card_model", "TEXT"), ("card_uuid", "TEXT"), ("copy_gbps", "REAL"),
+                         ("sm_clock_mhz", "REAL")):
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+    for column, kind in (("launch_bound", "INTEGER"), ("timer_floor_ms", "REAL")):
+        conn.execute(f"ALTER TABLE cells ADD COLUMN {column} {kind}")
+    for run_id, encoding, blob in conn.execute(
+            "SELECT run_id, report_encoding, report FROM runs").fetchall():
+        report = _stored_report(encoding, blob)
+        conn.execute("UPDATE runs SET card_model = ?, card_uuid = ?, copy_gbps = ?, sm_clock_mhz = ? "
+                     "WHERE run_id = ?", (*_v3_card(report), run_id))
+        for position, cell in enumerate(report.get("benchmarks") or []):
+            bound = cell.get("launch_bound")
+            conn.execute("UPDATE cells SET launch_bound = ?, timer_floor_ms = ? "
+                         "WHERE run_id = ? AND position = ?",
+                         (int(bound) if isinstance(bound, bool) else None, _number(cell.get("timer_floor_ms")),
+                          run_id, position))
+    conn.execute("CREATE INDEX runs_by_card ON runs(card_model, card_uuid)")
+
+
 # version reached -> migration from the version before; applied in order, never edited once released
 MIGRATIONS: tuple[tuple[int, Callable[[sqlite3.Connection], None]], ...] = (
     (1, _create_v1),
     (2, _add_v2_columns),
+    (3, _add_v3_card_columns),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

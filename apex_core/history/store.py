@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from apex_core.history import rows
+from apex_core.history.cards import HistoryCard, history_cards
 from apex_core.history.connection import (
     DEFAULT_TIMEOUT_S,
     check_sqlite_header,
@@ -223,8 +224,13 @@ class HistoryStore:
                             environment_filter(environment_key), limit)
 
     def leaderboard(self, environment_key: EnvironmentRef, workload: str | None = None,
-                    last: int = 5) -> Leaderboard:
+                    last: int = 5, normalize: bool = False) -> Leaderboard:
         """Backends ranked by p50 per workload, case and dtype in one environment, and overall, from
-        each backend's ``last`` most recent ok cells per group (how: ``leaderboard.py``, docs/history.md)."""
-        return leaderboard_query(self, environment_filter(environment_key), workload, last)
+        each backend's ``last`` most recent ok cells per group (how: ``leaderboard.py``, docs/history.md);
+        ``normalize`` first scales every p50 to the newest run's card (``cards.py``)."""
+        return leaderboard_query(self, environment_filter(environment_key), workload, last, normalize)
+
+    def cards(self, model: str | None = None) -> tuple[HistoryCard, ...]:
+        """Every card the runs name (of one GPU model, or all), its figures the medians over its runs."""
+        return history_cards(self, model)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apex_core.baseline.normalize import Scaling, tally
 from apex_core.errors import plural
+from apex_core.history.cards import CardStanding, HistoryCard
 from apex_core.history.changepoints import ChangePoint
 from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint, StoredRun
 
@@ -52,13 +54,16 @@ def run_list(runs: Sequence[RunSummary]) -> list[str]:
                    "status", "tags"), body)
 
 
-def run_details(run: StoredRun) -> list[str]:
+def run_details(run: StoredRun, card: Sequence[str] = ()) -> list[str]:
+    """One run: its git state, environment, card (what it is, and its standing among its model's cards,
+    when the run names one) and every cell."""
     s = run.summary
     dirty = {True: "dirty", False: "clean", None: "dirty unknown"}[s.dirty]
     lines = [f"run {s.run_id}  recorded {s.recorded_utc}  started {s.timestamp_utc}  suite {s.suite}  "
              f"status {s.status}",
              f"commit {s.commit or '-'} (branch {s.branch or '-'}, {dirty})  tags: {', '.join(s.tags) or '-'}",
-             environment_line(s.environment_id, s.environment_key), ""]
+             environment_line(s.environment_id, s.environment_key),
+             *([f"card {card[0]}", *(f"  {line}" for line in card[1:])] if card else []), ""]
     body = [(c.key, c.status, _number(c.p50_ms), _number(c.p95_ms), _number(c.min_ms), _number(c.gbps),
              _number(c.peak_memory_mb), _number(c.energy_j_per_call), c.reason)
             for c in run.cells]
@@ -75,16 +80,23 @@ def _change_text(change: ChangePoint, points: Sequence[SeriesPoint], unit: str) 
 
 
 def trend(column: str, points: Sequence[SeriesPoint], changes: Sequence[ChangePoint],
-          method: str) -> list[str]:
-    """One series: header, one line per run (a change point marked ``<-``), then the changes."""
+          method: str, scalings: Sequence[Scaling] = ()) -> list[str]:
+    """One series: header, one line per run (a change point marked ``<-``), then the changes; with
+    ``scalings`` (``--normalize``), the values are scaled to the newest run's card and say by what."""
     first, unit = points[0], metric_unit(column)
     starts = {c.index for c in changes}
     lines = [f"{column} of {first.workload}/{first.case}/{first.backend}/{first.dtype}/{first.device} "
              f"in environment {first.environment_id} ({plural(len(points), 'run')})"]
+    if scalings:
+        target = points[-1].card
+        lines.append(f"  scaled to the card of run {points[-1].run_id}, {target.describe()}: {tally(scalings)}"
+                     if target is not None else f"  not normalized: run {points[-1].run_id} names no card")
     body = [(str(p.run_id), p.recorded_utc, _commit(p.commit), f"{p.value:.4g}",
-             "<- change" if i in starts else "") for i, p in enumerate(points)]
+             *((scalings[i].text(),) if scalings else ()), "<- change" if i in starts else "")
+            for i, p in enumerate(points)]
     heading = column if column.endswith("_ms") or not unit else f"{column} ({unit})"
-    lines += _table(("run", "recorded (UTC)", "commit", heading, ""), body, indent="  ")
+    lines += _table(("run", "recorded (UTC)", "commit", heading, *(("normalized",) if scalings else ()), ""),
+                    body, indent="  ")
     return lines + ([_change_text(c, points, unit) for c in changes] if changes else
                     [f"  no change point ({method})"])
 
@@ -92,7 +104,7 @@ def trend(column: str, points: Sequence[SeriesPoint], changes: Sequence[ChangePo
 def leaderboard(board: Leaderboard, key: Mapping[str, Any]) -> list[str]:
     lines = [environment_line(board.environment_id, key),
              f"{plural(board.runs, 'run')}; a backend's p50 is the median of its last {board.last} ok runs "
-             "per group", ""]
+             "per group", *([board.normalized] if board.normalized else []), ""]
     for group in board.groups:
         lines.append(f"{group.workload}/{group.case} {group.dtype}")
         body = [(f"{rank}.", e.backend, f"{e.p50_ms:.4g} ms", f"{e.ratio_to_fastest:.2f}x",
@@ -106,3 +118,15 @@ def leaderboard(board: Leaderboard, key: Mapping[str, Any]) -> list[str]:
     ranks = [(f"{rank}.", o.backend, f"{o.geomean_ratio:.2f}x", f"{o.groups}/{o.groups_total} groups")
              for rank, o in enumerate(board.overall, start=1)]
     return lines + _table(("#", "backend", "geomean", "counted"), ranks, indent="  ")
+
+
+def cards(found: Sequence[HistoryCard], standings: Sequence[CardStanding]) -> list[str]:
+    """Every card of the history by model, its figures and whether it is an outlier of its model."""
+    if not found:
+        return ["no run in the history names its card (GPU runs record it since the fingerprint)"]
+    verdicts = {True: "OUTLIER", False: "usual", None: "not judged"}
+    body = [(c.card.model, c.card.uuid or "-", str(c.runs), _number(c.card.copy_gbps),
+             _number(c.card.sm_clock_mhz), str(c.last_run_id), verdicts[s.outlier])
+            for c, s in sorted(zip(found, standings, strict=True), key=lambda pair: pair[0].card.model)]
+    lines = _table(("model", "card", "runs", "copy GB/s", "SM MHz", "last run", "verdict"), body)
+    return lines + [f"  {s.text}" for s in standings if s.outlier]
