@@ -31,10 +31,13 @@ from apex_core.timing import TimingOptions
 # default clock rate): a batch whose SM clock reads below this share of the max SM clock ran throttled
 CLOCK_FLOOR = 0.75
 CLOCK_REASON = "sm_clock_below_floor"
-# NVML's performance policies whose violation counters mean a power or thermal limit held the clocks,
-# with the reason each gives
-VIOLATION_POLICIES = (("NVML_PERF_POLICY_POWER", "power_violation"),
-                      ("NVML_PERF_POLICY_THERMAL", "thermal_violation"))
+# NVML's violation counters (the time a power or thermal limit has held the clocks, cumulative) as a
+# field value and as a performance policy, with the reason each gives. They are the dear part of a
+# reading: on an H100 (2026-11-28) one field-values call for both took ~0.5 ms after a sync and two
+# nvmlDeviceGetViolationStatus calls ~1 ms, against ~3 us for a clock, the reasons or the power; so
+# the field values are read, and the policies only where the bindings or the driver lack them.
+VIOLATION_COUNTERS = (("NVML_FI_DEV_PERF_POLICY_POWER", "NVML_PERF_POLICY_POWER", "power_violation"),
+                      ("NVML_FI_DEV_PERF_POLICY_THERMAL", "NVML_PERF_POLICY_THERMAL", "thermal_violation"))
 
 
 @attrs.frozen
@@ -45,7 +48,7 @@ class BatchReading:
     mem_mhz: float | None
     power_w: float | None
     throttle_mask: int | None
-    violation_ns: tuple[int | None, ...]  # per VIOLATION_POLICIES
+    violations: tuple[int | None, ...]  # per VIOLATION_COUNTERS
 
 
 def take_batch_reading(nvml: Any, handle: Any) -> BatchReading:
@@ -57,18 +60,27 @@ def take_batch_reading(nvml: Any, handle: Any) -> BatchReading:
     return BatchReading(
         sm_mhz=sm, mem_mhz=mem, power_w=power_mw / 1e3 if power_mw is not None else None,
         throttle_mask=try_read(lambda: reasons(handle)) if reasons else None,
-        violation_ns=tuple(_violation_ns(nvml, handle, policy) for policy, _ in VIOLATION_POLICIES))
+        violations=violation_counters(nvml, handle))
 
 
-def _violation_ns(nvml: Any, handle: Any, policy: str) -> int | None:
-    """NVML's counter of the nanoseconds ``policy``'s limit has held the clocks; None where not kept."""
+def violation_counters(nvml: Any, handle: Any) -> tuple[int | None, ...]:
+    """The counters of VIOLATION_COUNTERS (only their rise is read, never their unit); None where not kept."""
+    fields = try_read(lambda: nvml.nvmlDeviceGetFieldValues(
+        handle, [getattr(nvml, field) for field, _, _ in VIOLATION_COUNTERS]))
+    values = tuple(int(f.value.ullVal) if f.nvmlReturn == 0 else None for f in fields or ())  # 0: NVML_SUCCESS
+    if any(v is not None for v in values):
+        return values
+    return tuple(_policy_counter(nvml, handle, policy) for _, policy, _ in VIOLATION_COUNTERS)
+
+
+def _policy_counter(nvml: Any, handle: Any, policy: str) -> int | None:
     return try_read(lambda: int(nvml.nvmlDeviceGetViolationStatus(handle, getattr(nvml, policy)).violationTime))
 
 
 def batch_reasons(before: BatchReading, after: BatchReading, clock_floor_mhz: float | None) -> list[str]:
     """Why the batch between two readings ran throttled; empty when it did not."""
-    counters = [(reason, old, new) for (_, reason), old, new
-                in zip(VIOLATION_POLICIES, before.violation_ns, after.violation_ns, strict=True)
+    counters = [(reason, old, new) for (_, _, reason), old, new
+                in zip(VIOLATION_COUNTERS, before.violations, after.violations, strict=True)
                 if old is not None and new is not None]
     if counters:
         reasons = [reason for reason, old, new in counters if new > old]
@@ -145,7 +157,7 @@ class BatchWatch:
         if self.nvml is None:
             return ThrottledBatches(unavailable=self.unavailable or "NVML not started")
         read = self.readings
-        counters = self.last is not None and any(ns is not None for ns in self.last.violation_ns)
+        counters = self.last is not None and any(v is not None for v in self.last.violations)
         masks = self.last is not None and self.last.throttle_mask is not None
         if not counters and not masks and self.clock_floor_mhz is None:
             return ThrottledBatches(unavailable="NVML reports no violation counters, clock-event reasons "

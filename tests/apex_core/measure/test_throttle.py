@@ -44,12 +44,14 @@ FAST_MS, SLOW_MS = 0.010, 0.020
 
 
 class FakeNvml(types.SimpleNamespace):
-    """A card whose state the test's calls change; ``counters=False``: no violation counters kept."""
+    """A card whose state the test's calls change. ``counters``: the violation counters it keeps, as
+    "fields" (read in one field-values call), "policies" (nvmlDeviceGetViolationStatus only) or none."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
     NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL = 0, 1
+    NVML_FI_DEV_PERF_POLICY_POWER, NVML_FI_DEV_PERF_POLICY_THERMAL = 74, 75
 
-    def __init__(self, counters=True, mask=0x0, sm_mhz=MAX_SM_MHZ):
+    def __init__(self, counters="fields", mask=0x0, sm_mhz=MAX_SM_MHZ):
         super().__init__()
         self.counters, self.mask, self.sm_mhz = counters, mask, sm_mhz
         self.violation_ns = {0: 0, 1: 0}
@@ -67,9 +69,15 @@ class FakeNvml(types.SimpleNamespace):
         return self.mask
 
     def nvmlDeviceGetViolationStatus(self, handle, policy):
-        if not self.counters:
+        if self.counters != "policies":  # with the fields kept, the dearer call is never needed
             raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
         return types.SimpleNamespace(referenceTime=0, violationTime=self.violation_ns[policy])
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        if self.counters != "fields":  # an older driver: every field answers NVML_ERROR_NOT_SUPPORTED (3)
+            return [types.SimpleNamespace(nvmlReturn=3, value=None) for _ in field_ids]
+        values = [self.violation_ns[f - self.NVML_FI_DEV_PERF_POLICY_POWER] for f in field_ids]
+        return [types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(ullVal=v)) for v in values]
 
 
 # how a limit shows while a throttled call runs, per detection rule
@@ -126,8 +134,9 @@ def second_batch(number):
 @pytest.mark.parametrize(("limit", "nvml", "method", "reason"), [
     (power_counter, FakeNvml(), "violation_counters", "power_violation"),
     (thermal_counter, FakeNvml(), "violation_counters", "thermal_violation"),
-    (reasons_mask, FakeNvml(counters=False), "reasons_mask", "sw_power_cap"),
-    (low_clock, FakeNvml(counters=False), "reasons_mask", "sm_clock_below_floor"),
+    (power_counter, FakeNvml(counters="policies"), "violation_counters", "power_violation"),
+    (reasons_mask, FakeNvml(counters=None), "reasons_mask", "sw_power_cap"),
+    (low_clock, FakeNvml(counters=None), "reasons_mask", "sm_clock_below_floor"),
 ])
 def test_a_throttled_batch_is_set_aside_and_counted(limit, nvml, method, reason):
     timing, batches = timed(OPTIONS, nvml, second_batch, limit)
@@ -147,9 +156,9 @@ def test_counters_where_kept_outrank_the_reasons_read_after_the_batch():
 def test_the_rules_between_two_readings():
     calm_reading = throttle.BatchReading(1980, 2619, 300, 0x1, (5, 7))
     assert batch_reasons(calm_reading, calm_reading, 1485) == []
-    hot = attrs.evolve(calm_reading, violation_ns=(5, 9), throttle_mask=0x20)
+    hot = attrs.evolve(calm_reading, violations=(5, 9), throttle_mask=0x20)
     assert batch_reasons(calm_reading, hot, 1485) == ["thermal_violation"]  # the counters decide, not the mask
-    no_counters = attrs.evolve(calm_reading, violation_ns=(None, None))
+    no_counters = attrs.evolve(calm_reading, violations=(None, None))
     capped = attrs.evolve(no_counters, throttle_mask=0x4 | 0x1, sm_mhz=1400)
     assert batch_reasons(no_counters, capped, 1485) == ["sw_power_cap", "sm_clock_below_floor"]
     # idle, an applications-clock setting: no limit; without a known max clock the clock rule does not apply
@@ -159,7 +168,7 @@ def test_the_rules_between_two_readings():
 
 def test_every_batch_throttled_ends_by_time_and_keeps_its_samples_with_a_note():
     options = attrs.evolve(OPTIONS, max_time_s=0.05)
-    timing, batches = timed(options, FakeNvml(counters=False), lambda number: True, reasons_mask)
+    timing, batches = timed(options, FakeNvml(counters=None), lambda number: True, reasons_mask)
     assert timing.stop_reason == "time_cap" and timing.stats.n >= 10
     assert timing.samples_ms == pytest.approx((SLOW_MS,) * timing.stats.n)
     assert "every batch of samples ran throttled (sw_power_cap)" in timing.note and "kept" in timing.note
