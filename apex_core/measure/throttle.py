@@ -3,7 +3,7 @@
 After each batch's host synchronization (outside the timed events: the event timer's batches of
 ``cuda_timer.BATCH`` samples, the kernel timer's profiler sessions), one NVML reading: the SM and
 memory clocks, the power draw, the clock-event reasons and the power and thermal violation
-counters (the nanoseconds a limit has held the clocks, cumulative). The batch ran throttled when
+counters (the time a limit has held the clocks, cumulative). The batch ran throttled when
 
 - the violation counters rose since the previous reading, where the device keeps them; else, where
   it does not, when the reasons mask holds a throttle bit (``telemetry.THROTTLE_REASONS``); or
