@@ -166,6 +166,43 @@ def _optional_tuple(value: Any) -> tuple[float, ...] | None:
     return None if value is None else tuple(value)
 
 
+# A cell is flagged ``throttled`` when more than this share of its batches of samples ran throttled.
+# nvbench sets a throttled trial aside and samples on (measure_cold), so a few set aside leave the kept
+# samples clean; past a tenth, the card was held down for a real part of the cell, and what was kept
+# was sampled between the limit's bouts (docs/timing.md, "Throttled samples").
+THROTTLED_BATCHES_LIMIT = 0.10
+
+
+@attrs.frozen
+class ThrottledBatches:
+    """Per batch of samples, whether a limit held the card's clocks (apex_core/measure/throttle.py).
+
+    A throttled batch's samples are set aside: counted here, not in ``samples_ms`` nor the stats.
+    ``kept_throttled`` counts throttled samples kept in the stats all the same (every batch ran
+    throttled, or ``--fixed-iters``). Spreads are (min, median, max) of the per-batch readings;
+    ``unavailable`` says why the batches were not read, instead of any number.
+    """
+
+    unavailable: str = ""
+    method: str = ""  # "violation_counters" or "reasons_mask": what said a power or thermal limit held
+    batches: int = 0  # batches read
+    throttled: int = 0  # of them, throttled
+    set_aside: int = 0  # samples set aside
+    kept_throttled: int = 0
+    reasons: tuple[str, ...] = ()
+    # the clock rule's bound: 0.75 of the card's max SM clock (nvbench's); None: the rule did not apply
+    clock_floor_mhz: float | None = None
+    sm_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    mem_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    power_w: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+
+    @property
+    def over_limit(self) -> bool:
+        """Too many batches throttled for the kept samples to stand unflagged, or throttled ones kept."""
+        return bool(self.batches) and (self.throttled / self.batches > THROTTLED_BATCHES_LIMIT
+                                       or self.kept_throttled > 0)
+
+
 @attrs.frozen
 class Telemetry:
     """NVML readings over a cell's timing, and its energy per call (telemetry.py).
@@ -188,9 +225,15 @@ class Telemetry:
     energy_calls: int = 0
     energy_window_s: float | None = None
     energy_unavailable: str = ""
+    # per batch of samples (None: not read, as in reports from before it was)
+    batches: ThrottledBatches | None = None
 
     @property
     def throttled(self) -> bool:
+        """The ``throttled`` flag: too many batches throttled where they were read; else (older
+        reports, or no batch read) any NVML reading of the timing taken while a limit held the clocks."""
+        if self.batches is not None and self.batches.batches:
+            return self.batches.over_limit
         return bool(self.throttled_share)
 
 

@@ -22,6 +22,7 @@ from apex_core.clocks import CudaEvent, elapsed_ms, perf_counter, perf_counter_n
 from apex_core.measure.kernel_timer import KernelTimer
 from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
 from apex_core.measure.telemetry import Monitor, measure_telemetry
+from apex_core.measure.throttle import BatchWatch
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
@@ -94,7 +95,14 @@ def _slot(call: Callable[[], Any]) -> int:
 
 
 class CudaTimer:
-    """Times a callable with CUDA events on a dedicated stream, held while each sample is queued."""
+    """Times a callable with CUDA events on a dedicated stream, held while each sample is queued.
+
+    ``throttle`` (set by ``measure_cuda``) reads NVML after each batch of the cell's own samples and
+    sets a throttled batch aside (apex_core/measure/throttle.py); the floor's samples are not read.
+    """
+
+    throttle: BatchWatch | None = None
+    watching: BatchWatch | None = None  # ``throttle`` while the cell's own samples are taken
 
     def __init__(self, options: TimingOptions, hold: Any = "probe") -> None:
         self.torch = torch
@@ -167,7 +175,7 @@ class CudaTimer:
         interleave = (self.options.subtract_floor and self.options.floor_sampling == "interleaved"
                       and self.options.timer != "kernel")
         floor_call = self._floor_call(graph) if interleave else None
-        self.spot = spot
+        self.spot, self.watching = spot, self.throttle
         try:
             timing, why_unheld, floor_samples = self._measure_raw(call, self.options, self.unheld_reason,
                                                                   floor_call)
@@ -179,9 +187,11 @@ class CudaTimer:
             raise
         if spot is not None:
             self._final_check(calls, spot)
-        self.spot = None
+        self.spot = self.watching = None
         if why_unheld:
             notes.append(why_unheld)
+        if self.throttle is not None and self.throttle.note:
+            notes.append(self.throttle.note)
         if self.options.timer == "kernel":
             method = "kernel_profiler"
             notes += ["graph replays"] if graph else []
@@ -210,7 +220,8 @@ class CudaTimer:
         with torch.cuda.stream(self.stream):
             if options.timer == "kernel":
                 flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
-                return KernelTimer(options, flush).measure(call, self.spot, lambda: _slot(call)), "", []
+                timer = KernelTimer(options, flush, watch=self.watching)
+                return timer.measure(call, self.spot, lambda: _slot(call)), "", []
             warm_host_s = warm_up(call, options)
             if floor_call is not None:
                 for _ in range(FLOOR_WARMUP):
@@ -255,7 +266,8 @@ class CudaTimer:
         floor_samples: list[float] = []
         host_ms: list[float] = []
         watchdog = Watchdog(self.hold.release) if self.hold is not None else None
-        spot = self.spot
+        spot, watch = self.spot, self.watching or BatchWatch(None, None)  # without one: nothing set aside
+        watch.begin()
         start = perf_counter()
         try:
             while True:
@@ -274,22 +286,30 @@ class CudaTimer:
                     samples.clear()
                     floor_samples.clear()  # taken held; the cell's samples from now on are not
                     host_ms.clear()
+                    watch.begin()
                     continue
+                times = [self.elapsed(begin, end) for begin, end in batch]
+                # read right after the sync, before the floor's batch or a spot check runs
+                aside = watch.after_batch(times)
                 if floor_call is not None:
                     floor_batch = self._queue_batch(floor_call, watchdog if held else None, timeout_s, [],
                                                     count)
                     floor_batch[-1][1].synchronize()
-                    floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
+                    if not aside:  # set aside with the cell's batch: it ran on the same held-down card
+                        floor_samples += [self.elapsed(begin, end) for begin, end in floor_batch]
                 if checked:
-                    spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
-                for begin, end in batch:
-                    samples.append(self.elapsed(begin, end))
-                    stop = rule.reason(samples, perf_counter() - start)
-                    if stop:
-                        timing = Timing("cuda_event", options.cache, tuple(samples),
-                                        summarize(samples), stop,
-                                        host_ms=statistics.median(host_ms) if host_ms else None)
-                        return timing, why_unheld, floor_samples
+                    spot.after(len(samples), self.kept, times[0])
+                spent_s = spot.spent_s if spot is not None else 0.0
+                stop = "time_cap" if aside and watch.ends_sampling(samples, perf_counter() - start - spent_s,
+                                                                   options) else None
+                for sample in [] if aside else times:
+                    samples.append(sample)
+                    if stop := rule.reason(samples, perf_counter() - start):
+                        break
+                if stop:
+                    timing = Timing("cuda_event", options.cache, tuple(samples), summarize(samples), stop,
+                                    host_ms=statistics.median(host_ms) if host_ms else None)
+                    return timing, why_unheld, floor_samples
         finally:
             if watchdog is not None:
                 watchdog.close()
@@ -334,12 +354,15 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[C
         flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        timing, telemetry = measure_telemetry(Monitor(torch.cuda.current_device()),
-                                              lambda: timer.measure(fn, more, spot),
+        monitor = Monitor(torch.cuda.current_device())
+        # --fixed-iters promises exactly N samples: throttled batches are counted, not set aside
+        timer.throttle = BatchWatch(monitor.nvml, monitor.handle, monitor.unavailable,
+                                    set_aside=options.fixed_iters is None)
+        timing, telemetry = measure_telemetry(monitor, lambda: timer.measure(fn, more, spot),
                                               lambda: (timer.timed_call or fn)(), torch.cuda.synchronize,
                                               energy=options.energy)
         peak = torch.cuda.max_memory_allocated() - flush_bytes - placed_bytes
-        return timing, peak / 2**20, telemetry
+        return timing, peak / 2**20, attrs.evolve(telemetry, batches=timer.throttle.summary())
     finally:
         timer.close()
 

@@ -135,13 +135,18 @@ class KernelTimer:
     primer session of one call, whose activity is dropped, pays for it before the cell's
     time budget (``--max-time``) starts, so the cap cuts no cell short for the profiler's sake.
     Calls with no device activity at all keep samples of 0 ms (``check_idle_calls``).
+
+    Each profiler session is a batch: ``watch`` (apex_core.measure.throttle.BatchWatch) reads NVML
+    right after the session's sync and sets the whole session's samples aside when it ran throttled;
+    its calls still count for the idle-call rule, the kernel counts and the spot checks.
     """
 
     def __init__(self, options: TimingOptions, flush: Callable[[], Any] | None = None,
-                 clock: Callable[[], float] = perf_counter) -> None:
+                 clock: Callable[[], float] = perf_counter, watch: Any = None) -> None:
         self.options = options
         self.flush = flush
         self.clock = clock
+        self.watch = watch
         # apex_core.measure.spot_checks.SpotChecks of the measurement in progress, the input placement the
         # next call runs on, and the spot-checked calls' outputs by call number, kept for the check
         self.spot: Any = None
@@ -164,6 +169,8 @@ class KernelTimer:
                 if checked:
                     self.kept[i] = self.spot.keep(outputs)
             torch.cuda.synchronize()
+            if self.watch is not None:
+                self.watch.mark()  # the clocks now, not after the trace is exported and read
         handle, path = tempfile.mkstemp(suffix=".json", prefix="apex-trace-")
         os.close(handle)
         try:
@@ -184,20 +191,29 @@ class KernelTimer:
         rule = StopRule(self.options, spot)
         activities: list[CallActivity] = []
         samples: list[float] = []
+        if self.watch is not None:
+            self.watch.begin()
         calls, start = 2, self.clock()
         while True:
             # under --fixed-iters the last session profiles only the calls still owed
             calls = remaining_samples(self.options, len(samples), calls)
             found = self._session(call, calls, len(activities))
+            aside = self.watch is not None and self.watch.after_batch([a.busy_ms for a in found])
+            stop = None
             for activity in found:
                 activities.append(activity)
-                samples.append(activity.busy_ms)
                 if activity.index in self.kept:
                     spot.after(activity.index, self.kept.pop(activity.index), activity.busy_ms)
-                stop = rule.reason(samples, self.clock() - start)
-                if stop:
-                    check_idle_calls(activities)
-                    return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),
-                                  stop, kernel=summarize_activity(activities))
+                if not aside:
+                    samples.append(activity.busy_ms)
+                    if stop := rule.reason(samples, self.clock() - start):
+                        break
+            spent_s = spot.spent_s if spot is not None else 0.0
+            if aside and self.watch.ends_sampling(samples, self.clock() - start - spent_s, self.options):
+                stop = "time_cap"
+            if stop:
+                check_idle_calls(activities)
+                return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),
+                              stop, kernel=summarize_activity(activities))
             per_call = max(1, max(a.kernels for a in found))
             calls = max(1, min(_MAX_CALLS_PER_SESSION, _EVENTS_PER_SESSION // per_call))

@@ -3,8 +3,11 @@
 While a cell is timed, a thread reads the SM and memory clocks, the temperature, the
 power draw and the clock-event (throttle) reasons every ``interval_s``; the cell records
 their min / median / max and the share of readings taken while a power or thermal limit
-held the clocks down. Samples are not discarded (nvbench drops throttled ones): the cell
-is flagged instead, so a person sees that its numbers came from a slowed card.
+held the clocks down. Beside it, the timers read NVML once per batch of samples, after
+the batch's sync, and set a throttled batch's samples aside as nvbench does
+(apex_core/measure/throttle.py); the cell is flagged ``throttled`` when more than
+``results.THROTTLED_BATCHES_LIMIT`` of its batches were, or when throttled samples had to
+be kept. Where no batch was read (older reports), any throttled reading flags it.
 
 Energy per call comes from a separate window after the timing: the call runs back to
 back for ``energy_window_s`` with no flush, and NVML's total-energy counter (mJ since
@@ -74,27 +77,32 @@ class Reading:
     throttle_mask: int | None
 
 
-def _try(read: Callable[[], Any]) -> Any:
+def try_read(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except Exception:
         return None
 
 
-def take_reading(nvml: Any, handle: Any) -> Reading:
-    power_mw = _try(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
-    reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+def reasons_reader(nvml: Any) -> Callable[[Any], int] | None:
+    """NVML's clock-event reasons call (named throttle reasons in older bindings), None if it has neither."""
+    return getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+
+
+def take_reading(nvml: Any, handle: Any) -> Reading:
+    power_mw = try_read(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+    reasons = reasons_reader(nvml)
     return Reading(
-        sm_mhz=_try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-        mem_mhz=_try(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
-        temperature_c=_try(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+        sm_mhz=try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        mem_mhz=try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        temperature_c=try_read(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
         power_w=power_mw / 1e3 if power_mw is not None else None,
-        throttle_mask=_try(lambda: reasons(handle)) if reasons else None,
+        throttle_mask=try_read(lambda: reasons(handle)) if reasons else None,
     )
 
 
-def _spread(values: list[float | None]) -> list[float] | None:
+def spread(values: list[float | None]) -> list[float] | None:
     """[min, median, max] of the values the device reported, None when it reported none."""
     known = [float(v) for v in values if v is not None]
     return [min(known), statistics.median(known), max(known)] if known else None
@@ -111,10 +119,10 @@ def summarize_readings(readings: list[Reading]) -> dict[str, Any]:
     reasons = sorted({name for m in throttled for name in throttle_names(m)})
     return {
         "readings": len(readings),
-        "sm_clock_mhz": _spread([r.sm_mhz for r in readings]),
-        "mem_clock_mhz": _spread([r.mem_mhz for r in readings]),
-        "temperature_c": _spread([r.temperature_c for r in readings]),
-        "power_w": _spread([r.power_w for r in readings]),
+        "sm_clock_mhz": spread([r.sm_mhz for r in readings]),
+        "mem_clock_mhz": spread([r.mem_mhz for r in readings]),
+        "temperature_c": spread([r.temperature_c for r in readings]),
+        "power_w": spread([r.power_w for r in readings]),
         "throttled_share": len(throttled) / len(masks) if masks else None,
         "throttle_reasons": reasons,
     }
@@ -158,7 +166,7 @@ class Monitor:
     def energy_mj(self) -> float | None:
         if self.nvml is None:
             return None
-        return _try(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
+        return try_read(lambda: float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)))
 
 
 def energy_per_call(monitor: Monitor, call: Callable[[], Any], synchronize: Callable[[], None],

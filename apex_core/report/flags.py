@@ -5,7 +5,10 @@ A flag never changes a number; it tells the reader why not to trust one as it st
 - ``noisy``: the coefficient of variation stayed above the run's noise target;
 - ``p50_over_min``: the median is more than 1.5x the fastest sample (a bimodal or disturbed run);
 - ``launch_bound``: issuing one call costs the host more than the device spends on it;
-- ``throttled``: NVML saw a power or thermal limit hold the clocks down during the timing;
+- ``throttled``: more than ``results.THROTTLED_BATCHES_LIMIT`` of the cell's batches of samples ran
+  while a power or thermal limit, or an SM clock below nvbench's floor, held the card down (their
+  samples were set aside: ``telemetry.batches``), or throttled samples had to be kept; where no batch
+  was read (older reports), NVML saw a limit hold the clocks at any time during the timing;
 - ``contended``: other processes kept at least half a core busy (a quarter of the cores on a
   larger machine) while it sampled
   (``metadata.host_load``, apex_core/measure/host_load.py): its time may be the machine's;

@@ -32,8 +32,14 @@ def _fmt_ms(value: float) -> str:
 
 
 def _throttle_note(telemetry: Telemetry) -> str:
-    return (f"throttled ({', '.join(telemetry.throttle_reasons)}) in {telemetry.throttled_share or 0:.0%} "
-            "of the NVML readings: a power or thermal limit held the clocks down while it was timed")
+    read = telemetry.batches
+    if read is None or not read.batches:
+        return (f"throttled ({', '.join(telemetry.throttle_reasons)}) in {telemetry.throttled_share or 0:.0%} "
+                "of the NVML readings: a power or thermal limit held the clocks down while it was timed")
+    kept = f", {read.kept_throttled} throttled ones kept in its statistics" if read.kept_throttled else ""
+    return (f"throttled ({', '.join(read.reasons)}): {read.throttled} of its {read.batches} batches of "
+            "samples ran while a limit or a low SM clock held the card down; "
+            f"{plural(read.set_aside, 'sample')} set aside{kept} (telemetry.batches in the JSON report)")
 
 
 def _fmt_j(joules: float) -> str:

@@ -35,6 +35,12 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
+def _batches_read(attribute: attrs.Attribute[Any], value: Any) -> bool:
+    """Telemetry's per-batch throttle record only where the timer took one: a record without it
+    reads as one from before it was taken."""
+    return not (attribute.name == "batches" and value is None)
+
+
 def stats_record(stats: Stats) -> dict[str, Any]:
     times = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99")
     return {"n": stats.n, **{f"{name}_ms": getattr(stats, name) for name in times}, "cv": stats.cv}
@@ -130,7 +136,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
     if cell.worker_output:
         record["worker_output"] = cell.worker_output
     if cell.telemetry is not None:
-        record["telemetry"] = json_safe(attrs.asdict(cell.telemetry))
+        record["telemetry"] = json_safe(attrs.asdict(cell.telemetry, filter=_batches_read))
     if (d := cell.derived) is not None:
         # the throughput's key is named after its units (free text): tiles_per_s, images_per_s
         record.update({"units": d.units, f"{d.units}_per_s": d.units_per_s, "gbps": d.gbps,

@@ -70,6 +70,11 @@ def _throttling(cells: Sequence[Cell]) -> str:
     read = [c for c in cells if (c.record.get("telemetry") or {}).get("readings")]
     if not read:
         return '<span class="none">not read (no NVML readings)</span>'
+    aside = sum(int(((c.record.get("telemetry") or {}).get("batches") or {}).get("set_aside") or 0)
+                for c in cells)
+    if not throttled and aside:
+        return (f"none flagged: {aside} samples of throttled batches set aside, fewer than the flag's share "
+                "in every cell (telemetry.batches)")
     if not throttled:
         return "none: no power or thermal limit held the clocks down while a cell was timed"
     names = ", ".join(esc(c.name) for c in throttled)
