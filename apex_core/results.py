@@ -166,7 +166,8 @@ def _optional_tuple(value: Any) -> tuple[float, ...] | None:
     return None if value is None else tuple(value)
 
 
-# A cell is flagged ``throttled`` when more than this share of its batches of samples ran throttled.
+# A cell is flagged ``throttled`` when more than this share of its batches of samples ran throttled,
+# or a limit held the clocks for more than this share of its sampling window.
 # nvbench sets a throttled trial aside and samples on (measure_cold), so a few set aside leave the kept
 # samples clean; past a tenth, the card was held down for a real part of the cell, and what was kept
 # was sampled between the limit's bouts (docs/timing.md, "Throttled samples").
@@ -184,7 +185,7 @@ class ThrottledBatches:
     """
 
     unavailable: str = ""
-    method: str = ""  # "violation_counters" or "reasons_mask": what said a power or thermal limit held
+    method: str = ""  # "reasons_mask": what said per batch that a power or thermal limit held
     batches: int = 0  # batches read
     throttled: int = 0  # of them, throttled
     set_aside: int = 0  # samples set aside
@@ -195,12 +196,14 @@ class ThrottledBatches:
     sm_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
     mem_clock_mhz: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
     power_w: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    violation_share: float | None = None  # most of the window a limit held the clocks (NVML's counters)
 
     @property
     def over_limit(self) -> bool:
-        """Too many batches throttled for the kept samples to stand unflagged, or throttled ones kept."""
-        return bool(self.batches) and (self.throttled / self.batches > THROTTLED_BATCHES_LIMIT
-                                       or self.kept_throttled > 0)
+        """Too many batches (or too much of the window) throttled for the kept samples to stand unflagged."""
+        held = self.violation_share is not None and self.violation_share > THROTTLED_BATCHES_LIMIT
+        return held or (bool(self.batches) and (self.throttled / self.batches > THROTTLED_BATCHES_LIMIT
+                                                or self.kept_throttled > 0))
 
 
 @attrs.frozen

@@ -307,6 +307,7 @@ class CudaTimer:
                     if stop := rule.reason(samples, perf_counter() - start):
                         break
                 if stop:
+                    watch.finish()
                     timing = Timing("cuda_event", options.cache, tuple(samples), summarize(samples), stop,
                                     host_ms=statistics.median(host_ms) if host_ms else None)
                     return timing, why_unheld, floor_samples

@@ -212,6 +212,8 @@ class KernelTimer:
             if aside and self.watch.ends_sampling(samples, self.clock() - start - spent_s, self.options):
                 stop = "time_cap"
             if stop:
+                if self.watch is not None:
+                    self.watch.finish()
                 check_idle_calls(activities)
                 return Timing("kernel_profiler", self.options.cache, tuple(samples), summarize(samples),
                               stop, kernel=summarize_activity(activities))

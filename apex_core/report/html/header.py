@@ -149,7 +149,7 @@ def _fingerprint_row(record: Mapping[str, Any], doc: str) -> dict[str, str]:
     found = ((record.get("environment") or {}).get("device_facts") or {}).get("fingerprint")
     if not isinstance(found, Mapping):
         return {}
-    ecc = {True: "on", False: "off"}.get(found.get("ecc"), "unknown")
+    ecc = "on" if found.get("ecc") is True else "off" if found.get("ecc") is False else "unknown"
     where = ("environment", "device_facts", "fingerprint")
     clock = number(Q.at(record, doc, *where, "sm_clock_under_load_mhz"), "MHz")
     power = number(Q.at(record, doc, *where, "power_limit_w"), "W")

@@ -2,8 +2,9 @@
 of test_cuda_timer and test_kernel_timer (no GPU here).
 
 The fake NVML reports what the test's calls leave in its state: a call that runs while a limit
-holds the card raises a violation counter, sets a reasons bit or lowers the SM clock, and reads
-slower, so a sample that should have been set aside shows in the stats.
+holds the card sets a reasons bit or lowers the SM clock (judged per batch), or raises a violation
+counter (judged over the sampling window), and reads slower, so a sample that should have been set
+aside shows in the stats.
 """
 
 import json
@@ -44,14 +45,12 @@ FAST_MS, SLOW_MS = 0.010, 0.020
 
 
 class FakeNvml(types.SimpleNamespace):
-    """A card whose state the test's calls change. ``counters``: the violation counters it keeps, as
-    "fields" (read in one field-values call), "policies" (nvmlDeviceGetViolationStatus only) or none."""
+    """A card whose state the test's calls change; ``counters`` False: it keeps no violation counters."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
     NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL = 0, 1
-    NVML_FI_DEV_PERF_POLICY_POWER, NVML_FI_DEV_PERF_POLICY_THERMAL = 74, 75
 
-    def __init__(self, counters="fields", mask=0x0, sm_mhz=MAX_SM_MHZ):
+    def __init__(self, counters=True, mask=0x0, sm_mhz=MAX_SM_MHZ):
         super().__init__()
         self.counters, self.mask, self.sm_mhz = counters, mask, sm_mhz
         self.violation_ns = {0: 0, 1: 0}
@@ -69,24 +68,18 @@ class FakeNvml(types.SimpleNamespace):
         return self.mask
 
     def nvmlDeviceGetViolationStatus(self, handle, policy):
-        if self.counters != "policies":  # with the fields kept, the dearer call is never needed
+        if not self.counters:
             raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
         return types.SimpleNamespace(referenceTime=0, violationTime=self.violation_ns[policy])
-
-    def nvmlDeviceGetFieldValues(self, handle, field_ids):
-        if self.counters != "fields":  # an older driver: every field answers NVML_ERROR_NOT_SUPPORTED (3)
-            return [types.SimpleNamespace(nvmlReturn=3, value=None) for _ in field_ids]
-        values = [self.violation_ns[f - self.NVML_FI_DEV_PERF_POLICY_POWER] for f in field_ids]
-        return [types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(ullVal=v)) for v in values]
 
 
 # how a limit shows while a throttled call runs, per detection rule
 def power_counter(nvml):
-    nvml.violation_ns[0] += 1_000_000
+    nvml.violation_ns[0] += 1_000_000_000  # a second under the limit: most of any test's window
 
 
 def thermal_counter(nvml):
-    nvml.violation_ns[1] += 1_000_000
+    nvml.violation_ns[1] += 1_000_000_000
 
 
 def reasons_mask(nvml):
@@ -131,44 +124,47 @@ def second_batch(number):
     return OPTIONS.warmup + 10 < number <= OPTIONS.warmup + 20
 
 
-@pytest.mark.parametrize(("limit", "nvml", "method", "reason"), [
-    (power_counter, FakeNvml(), "violation_counters", "power_violation"),
-    (thermal_counter, FakeNvml(), "violation_counters", "thermal_violation"),
-    (power_counter, FakeNvml(counters="policies"), "violation_counters", "power_violation"),
-    (reasons_mask, FakeNvml(counters=None), "reasons_mask", "sw_power_cap"),
-    (low_clock, FakeNvml(counters=None), "reasons_mask", "sm_clock_below_floor"),
-])
-def test_a_throttled_batch_is_set_aside_and_counted(limit, nvml, method, reason):
-    timing, batches = timed(OPTIONS, nvml, second_batch, limit)
+@pytest.mark.parametrize(("limit", "reason"),
+                         [(reasons_mask, "sw_power_cap"), (low_clock, "sm_clock_below_floor")])
+def test_a_throttled_batch_is_set_aside_and_counted(limit, reason):
+    timing, batches = timed(OPTIONS, FakeNvml(), second_batch, limit)
     assert timing.samples_ms == pytest.approx((FAST_MS,) * 20)
-    assert batches == ThrottledBatches(method=method, batches=3, throttled=1, set_aside=10, reasons=(reason,),
-                                       clock_floor_mhz=0.75 * MAX_SM_MHZ, sm_clock_mhz=batches.sm_clock_mhz,
-                                       mem_clock_mhz=(2619, 2619, 2619), power_w=(300, 300, 300))
+    assert batches == ThrottledBatches(method="reasons_mask", batches=3, throttled=1, set_aside=10,
+                                       reasons=(reason,), clock_floor_mhz=0.75 * MAX_SM_MHZ,
+                                       sm_clock_mhz=batches.sm_clock_mhz, mem_clock_mhz=(2619, 2619, 2619),
+                                       power_w=(300, 300, 300), violation_share=0.0)
     assert "throttled" not in timing.note and timing.stop_reason == "noise"
 
 
-def test_counters_where_kept_outrank_the_reasons_read_after_the_batch():
-    nvml = FakeNvml(mask=0x4)  # a power cap bit that stays set, while the counter does not move
-    timing, batches = timed(OPTIONS, nvml, lambda number: False, lambda nvml: None)
-    assert batches.throttled == 0 and batches.set_aside == 0 and timing.stats.n == 20
+@pytest.mark.parametrize(("limit", "reason"), [(power_counter, "power_violation"),
+                                               (thermal_counter, "thermal_violation")])
+def test_violation_counters_judge_the_window_and_flag_without_setting_a_batch_aside(limit, reason):
+    timing, batches = timed(OPTIONS, FakeNvml(), second_batch, limit)
+    assert batches.throttled == 0 and batches.set_aside == 0 and reason in batches.reasons
+    assert batches.violation_share == 1.0 and batches.over_limit  # 10 s under a limit in a shorter window
 
 
-def test_the_rules_between_two_readings():
-    calm_reading = throttle.BatchReading(1980, 2619, 300, 0x1, (5, 7))
-    assert batch_reasons(calm_reading, calm_reading, 1485) == []
-    hot = attrs.evolve(calm_reading, violations=(5, 9), throttle_mask=0x20)
-    assert batch_reasons(calm_reading, hot, 1485) == ["thermal_violation"]  # the counters decide, not the mask
-    no_counters = attrs.evolve(calm_reading, violations=(None, None))
-    capped = attrs.evolve(no_counters, throttle_mask=0x4 | 0x1, sm_mhz=1400)
-    assert batch_reasons(no_counters, capped, 1485) == ["sw_power_cap", "sm_clock_below_floor"]
+def test_the_share_of_a_window_under_a_limit():
+    before = (1_000_000_000, (5, 7))
+    assert throttle.violation_share(before, (2_000_000_000, (5, 7))) == (0.0, [])
+    share, limits = throttle.violation_share(before, (2_000_000_000, (5, 50_000_007)))
+    assert share == pytest.approx(0.05) and limits == ["thermal_violation"]
+    assert throttle.violation_share((0, (None, None)), (10, (None, None))) == (None, [])
+
+
+def test_the_rules_of_one_batch():
+    calm_reading = throttle.BatchReading(1980, 2619, 300, 0x1)
+    assert batch_reasons(calm_reading, 1485) == []
+    capped = attrs.evolve(calm_reading, throttle_mask=0x4 | 0x1, sm_mhz=1400)
+    assert batch_reasons(capped, 1485) == ["sw_power_cap", "sm_clock_below_floor"]
     # idle, an applications-clock setting: no limit; without a known max clock the clock rule does not apply
-    idle = attrs.evolve(no_counters, throttle_mask=0x1 | 0x2, sm_mhz=1400)
-    assert batch_reasons(no_counters, idle, None) == []
+    idle = attrs.evolve(calm_reading, throttle_mask=0x1 | 0x2, sm_mhz=1400)
+    assert batch_reasons(idle, None) == []
 
 
 def test_every_batch_throttled_ends_by_time_and_keeps_its_samples_with_a_note():
     options = attrs.evolve(OPTIONS, max_time_s=0.05)
-    timing, batches = timed(options, FakeNvml(counters=None), lambda number: True, reasons_mask)
+    timing, batches = timed(options, FakeNvml(counters=False), lambda number: True, reasons_mask)
     assert timing.stop_reason == "time_cap" and timing.stats.n >= 10
     assert timing.samples_ms == pytest.approx((SLOW_MS,) * timing.stats.n)
     assert "every batch of samples ran throttled (sw_power_cap)" in timing.note and "kept" in timing.note
@@ -178,7 +174,8 @@ def test_every_batch_throttled_ends_by_time_and_keeps_its_samples_with_a_note():
 
 def test_fixed_iters_sets_nothing_aside_and_counts_what_it_kept():
     options = attrs.evolve(OPTIONS, fixed_iters=30)
-    timing, batches = timed(options, FakeNvml(), lambda number: 30 < number <= 40, set_aside=False)
+    timing, batches = timed(options, FakeNvml(), lambda number: 30 < number <= 40, reasons_mask,
+                            set_aside=False)
     assert timing.stats.n == 30 and max(timing.samples_ms) == pytest.approx(SLOW_MS)
     assert batches.throttled == 1 and batches.kept_throttled == 10 and batches.set_aside == 0
     assert batches.over_limit
@@ -213,7 +210,9 @@ class ThrottledSessions(FakeProfiledTimer):
 
     def _session(self, call, calls, first):
         if len(self.sessions) == 2:
-            power_counter(self.nvml)
+            reasons_mask(self.nvml)
+        elif len(self.sessions) == 3:
+            calm(self.nvml)
         found = super()._session(call, calls, first)
         if len(self.sessions) == 3:
             found = [attrs.evolve(a, busy_ms=SLOW_MS) for a in found]
@@ -227,7 +226,7 @@ def test_the_kernel_timer_sets_a_throttled_session_aside():
     timing = timer.measure(lambda: None)
     found = timer.watch.summary()
     assert timing.samples_ms == pytest.approx((FAST_MS,) * timing.stats.n)
-    assert found.throttled == 1 and found.reasons == ("power_violation",)
+    assert found.throttled == 1 and found.reasons == ("sw_power_cap",)
     assert found.set_aside == timer.sessions[2]  # the whole second session
     assert timing.kernel.calls == timing.stats.n + found.set_aside  # its calls still count as profiled
 
@@ -238,7 +237,7 @@ def test_the_kernel_timer_throttled_throughout_ends_by_time_with_its_samples():
     timer = FakeProfiledTimer(options, KernelClock(), startup_s=0.0, session_s=0.3)
     timer.watch = BatchWatch(nvml, "handle")
     original = timer._session
-    timer._session = lambda call, calls, first: (power_counter(nvml), original(call, calls, first))[1]
+    timer._session = lambda call, calls, first: (reasons_mask(nvml), original(call, calls, first))[1]
     timing = timer.measure(lambda: None)
     assert timing.stop_reason == "time_cap" and timing.stats.n > 0 and timer.watch.note
 
@@ -252,8 +251,8 @@ def cell(batches=None, share=0.0):
 
 
 def batches_of(throttled, total=20):
-    return ThrottledBatches(method="violation_counters", batches=total, throttled=throttled,
-                            set_aside=10 * throttled, reasons=("power_violation",) if throttled else (),
+    return ThrottledBatches(method="reasons_mask", batches=total, throttled=throttled,
+                            set_aside=10 * throttled, reasons=("sw_power_cap",) if throttled else (),
                             clock_floor_mhz=1485.0, sm_clock_mhz=(1400, 1980, 1980))
 
 
