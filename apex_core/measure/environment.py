@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from apex_core.measure.doctor import device_facts
-from apex_core.measure.telemetry import start_nvml
+from apex_core.measure.telemetry import device_handle, start_nvml
 
 
 def package_version(name: str) -> str | None:
@@ -59,7 +59,7 @@ def _nvml_info() -> dict[str, Any]:
     if nvml is None:
         return {}
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        handle = device_handle(nvml, torch.cuda.current_device())  # the run's card, not NVML's first
         info = {
             "driver": nvml.nvmlSystemGetDriverVersion(),
             "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),

@@ -56,13 +56,24 @@ def start_nvml() -> tuple[Any, str]:
 
 
 def device_handle(nvml: Any, device_index: int) -> Any:
-    """The NVML handle of torch's CUDA device ``device_index`` (by PCI bus id where torch gives it)."""
+    """The NVML handle of torch's CUDA device ``device_index``: by its UUID, else its PCI bus id.
+
+    NVML numbers every card of the host and ignores ``CUDA_VISIBLE_DEVICES``, so torch's device 0
+    under ``CUDA_VISIBLE_DEVICES=2`` is NVML's index 2: by index, four processes on four cards of an
+    H100 host all read card 0's clocks and UUID (2026-11-28). The index is the last resort, and
+    only right where no device is hidden.
+    """
     props = torch.cuda.get_device_properties(device_index)
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        with contextlib.suppress(Exception):  # a binding without the call: try the bus id
+            return nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
     bus = getattr(props, "pci_bus_id", None)
     if bus is not None:
         pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
-        with contextlib.suppress(Exception):  # older bindings or another formatting: fall back to the index
-            return nvml.nvmlDeviceGetHandleByPciBusId_v2(pci)
+        for call in ("nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"):
+            with contextlib.suppress(Exception):
+                return getattr(nvml, call)(pci)
     return nvml.nvmlDeviceGetHandleByIndex(device_index)
 
 

@@ -114,3 +114,37 @@ def test_a_device_nvml_cannot_see_is_unavailable(monkeypatch, fake_nvml):
     monkeypatch.setattr(telemetry, "device_handle", no_handle)
     _, found = run(telemetry.Monitor())
     assert "NVML has no handle" in found.unavailable and found.readings == 0
+
+
+class HandleNvml:
+    """NVML's three ways to a card's handle; ``missing`` names the calls the binding lacks or that fail."""
+
+    def __init__(self, missing=()):
+        self.missing = missing
+
+    def _call(self, name, result):
+        if name in self.missing:
+            raise RuntimeError(f"{name}: NVML_ERROR_NOT_FOUND")
+        return result
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return self._call("uuid", f"by uuid {uuid}")
+
+    def nvmlDeviceGetHandleByPciBusId_v2(self, bus):
+        return self._call("bus_v2", f"by bus {bus}")
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        return self._call("bus", f"by bus {bus} (v1)")
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"by index {index}"
+
+
+def test_the_handle_follows_the_cards_uuid_not_nvmls_index(monkeypatch):
+    # under CUDA_VISIBLE_DEVICES=2 torch's device 0 is the host's third card: NVML's index 0 is another
+    props = types.SimpleNamespace(uuid="4323ee18-9bdf", pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
+    monkeypatch.setattr(telemetry.torch.cuda, "get_device_properties", lambda index: props)
+    assert telemetry.device_handle(HandleNvml(), 0) == "by uuid GPU-4323ee18-9bdf"
+    assert telemetry.device_handle(HandleNvml(missing=("uuid",)), 0) == "by bus 00000000:1b:00.0"
+    assert telemetry.device_handle(HandleNvml(missing=("uuid", "bus_v2")), 0) == "by bus 00000000:1b:00.0 (v1)"
+    assert telemetry.device_handle(HandleNvml(missing=("uuid", "bus_v2", "bus")), 0) == "by index 0"
