@@ -60,7 +60,8 @@ def fingerprint(facts: Mapping[str, Any]) -> dict[str, Any]:
     clock = facts.get("clock") or {}
     return {
         **(facts.get("identity") or {}),
-        "copy_gbps": facts.get("copy_gbps"),
+        # the best of the run's copies: the steadiest figure of a card's bandwidth (doctor.COPY_REPEATS)
+        "copy_gbps": facts.get("copy_best_gbps") or facts.get("copy_gbps"),
         # the clock a spin of known cycles ran at: the SM clock under load, not NVML's reading
         "sm_clock_under_load_mhz": clock.get("spin_cycles_per_us"),
     }

@@ -38,6 +38,16 @@ def test_a_compute_bound_cell_scales_by_the_sm_clocks_ratio() -> None:
     assert scaling(FAST, SLOW, CellTiming(p50_ms=1.0, gbps=0.0)).bound == COMPUTE
 
 
+def test_cards_within_their_figures_precision_compare_as_measured() -> None:
+    # 1.5 % apart in copy bandwidth and 0.8 % in clock: within what one card's own figure moves
+    near = card_of(fingerprint("GPU-c", copy_gbps=2955.0, clock_mhz=1785.0))
+    for cell, bound in ((STREAMING, BANDWIDTH), (ARITHMETIC, COMPUTE)):
+        found = scaling(FAST, near, cell)
+        assert (found.bound, found.factor) == (bound, 1.0) and "within the figure's precision" in found.reason
+    beyond = card_of(fingerprint("GPU-d", copy_gbps=2925.0, clock_mhz=1800.0))  # 2.6 % slower memory
+    assert scaling(FAST, beyond, STREAMING).factor == pytest.approx(3000 / 2925)
+
+
 def test_the_bound_is_the_reference_cards_half_of_its_copy_bandwidth() -> None:
     at_half = CellTiming(p50_ms=1.0, gbps=1500.0)
     below = CellTiming(p50_ms=1.0, gbps=1499.0)

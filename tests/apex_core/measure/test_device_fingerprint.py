@@ -56,6 +56,11 @@ def test_fingerprint_takes_the_measured_copy_and_the_spin_clock_not_nvml_reading
                                   "sm_clock_under_load_mhz": 1755.0}
 
 
+def test_the_fingerprint_takes_the_best_copy_where_the_run_kept_it():
+    facts = {"copy_gbps": 2866.0, "copy_best_gbps": 2940.0}
+    assert fingerprint(facts)["copy_gbps"] == 2940.0
+
+
 def test_fingerprint_of_a_report_prefers_the_stored_one_and_rebuilds_older_ones():
     stored = {"environment": {"device_facts": {"copy_gbps": 1.0, "fingerprint": {"copy_gbps": 2.0}}}}
     assert fingerprint_of(stored) == {"copy_gbps": 2.0}
