@@ -37,8 +37,8 @@ def main(rounds):
         time.sleep(0.2)
     print(torch.cuda.get_device_name(), f"{rounds} rounds")
     for name, values in rows.items():
-        print(f"{name:14s} min {min(values):7.1f} max {max(values):7.1f} GB/s  spread {max(values) / min(values) - 1:6.2%}"
-              f"  stdev {statistics.stdev(values) / statistics.mean(values):6.2%}")
+        spread, stdev = max(values) / min(values) - 1, statistics.stdev(values) / statistics.mean(values)
+        print(f"{name:14s} min {min(values):7.1f} max {max(values):7.1f} GB/s  spread {spread:6.2%}  stdev {stdev:6.2%}")
 
 
 if __name__ == "__main__":
