@@ -38,7 +38,8 @@ def main(rounds):
     print(torch.cuda.get_device_name(), f"{rounds} rounds")
     for name, values in rows.items():
         spread, stdev = max(values) / min(values) - 1, statistics.stdev(values) / statistics.mean(values)
-        print(f"{name:14s} min {min(values):7.1f} max {max(values):7.1f} GB/s  spread {spread:6.2%}  stdev {stdev:6.2%}")
+        print(f"{name:14s} min {min(values):7.1f} max {max(values):7.1f} GB/s  "
+              f"spread {spread:6.2%}  stdev {stdev:6.2%}")
 
 
 if __name__ == "__main__":
