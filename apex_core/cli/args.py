@@ -208,6 +208,8 @@ def build_run_parser() -> OneLineParser:
     out.add_argument("--output-json", help="JSON report path (default artifacts/apex-bench.json)")
     out.add_argument("--output-md", help="Markdown summary path (default artifacts/apex-bench.md)")
     out.add_argument("--output-csv", metavar="PATH", help="also write the cells as CSV, one row each")
+    out.add_argument("--output-roofline", metavar="PATH", help="also write each cell's rates against the "
+                     "copy bandwidth the run measured, as a Markdown table (docs/report.md)")
     out.add_argument("--log-file", help="log with tracebacks (default: next to the JSON report)")
     out.add_argument("--html", metavar="OUT", help="also write the self-contained HTML report when the run "
                      "ends, linked from the Markdown summary (docs/report.md)")

@@ -214,6 +214,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
     json_path, md_path, log_path = output_paths(args)
     html_path = optional_output(args.html, "--html", json_path, md_path, log_path)  # when the run ends
     csv_path = optional_output(args.output_csv, "--output-csv", json_path, md_path, log_path, html_path)
+    roofline_path = optional_output(args.output_roofline, "--output-roofline", json_path, md_path, log_path,
+                                    html_path, csv_path)
     check_history_target(args)
     gate = gate_from_run_args(args, json_path)
     check_lock_clocks(args, device)
@@ -234,7 +236,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
                 if not clocks.locked and not args.quiet:
                     print(f"apex-bench: clocks not locked: {printable(clocks.why_not)}; the run goes on at the "
                           "driver's clocks", file=sys.stderr, flush=True)
-            files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path}
+            files = {"json": json_path, "markdown": md_path, "html": html_path, "csv": csv_path,
+                     "roofline": roofline_path}
             writer = ReportWriter(files) if model is None else ReportWriter(files, SWEEP_FORMATS)
             # a model's run is a sweep of one case: its report and baselines are the sweep's
             base = Report(suite="apex-bench" if model is None else SWEEP_SUITE, timestamp_utc=utc_now(),

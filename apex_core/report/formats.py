@@ -21,6 +21,7 @@ from apex_core.report.csv_table import render_csv
 from apex_core.report.html import ReportInputs, RunInput, render_html
 from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
+from apex_core.report.roofline_table import render_roofline
 from apex_core.results import Report
 
 # the files of one run, by format name: a format may point at another (the Markdown at the HTML)
@@ -71,4 +72,6 @@ JSON = ReportFormat("json", "JSON", "--output-json", lambda report, _files: repo
 MARKDOWN = markdown_format(render_markdown)
 HTML = ReportFormat("html", "HTML", "--html", _html, at_end_only=True)
 CSV = ReportFormat("csv", "CSV", "--output-csv", lambda report, _files: render_csv(report_record(report)))
-FORMATS = {f.name: f for f in (JSON, MARKDOWN, HTML, CSV)}
+ROOFLINE = ReportFormat("roofline", "roofline", "--output-roofline",
+                        lambda report, _files: render_roofline(report_record(report)))
+FORMATS = {f.name: f for f in (JSON, MARKDOWN, HTML, CSV, ROOFLINE)}
