@@ -1,11 +1,11 @@
 """The roofline table: each timed cell's rates against the device the run measured (docs/report.md).
 
 From the JSON record alone: a cell's minimal bytes and FLOPs (its workload's ``work()``) over
-its p50, against the copy bandwidth the run measured on its card (``environment.device_facts``:
-the fingerprint's best of 100 copies where it was taken, else the run's copy figure). The
+its p50, against the copy bandwidth the run measured on its card (``environment.device_facts.
+copy_gbps``, the median of its copies). The
 floor is the time the cell's bytes take at that bandwidth; p50 / floor says how far the cell
 is from streaming its bytes as fast as a copy does. The HTML report's roofline plots the same
-rates (apex_core/report/html/roofline.py). No run measures a peak FLOP rate, so there is no
+rates and lists them (apex_core/report/html/roofline.py). No run measures a peak FLOP rate, so there is no
 compute roof here: FLOP/B and TFLOP/s say where the cell sits for a reader who knows the card.
 """
 
@@ -26,8 +26,9 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 
 def copy_gbps_of(record: Mapping[str, Any]) -> float | None:
-    """The copy bandwidth the cells are held against: the fingerprint's figure, else the run's."""
-    found = (fingerprint_of(record) or {}).get("copy_gbps")
+    """The copy bandwidth the cells are held against: the run's copy figure, as the HTML's roofline
+    and the faster-than-physics flag take it (the fingerprint's best copy is for comparing cards)."""
+    found = ((record.get("environment") or {}).get("device_facts") or {}).get("copy_gbps")
     return float(found) if isinstance(found, int | float) and found > 0 else None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from apex_core.report.html.cells import Cell
 from apex_core.report.html.header import on_gpu
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
-from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, x_axis, y_axis
+from apex_core.report.html.svg import Scale, esc, legend, open_plot, polyline, sortable_table, x_axis, y_axis
 
 WIDTH = 900
 Rated = list[tuple[Cell, Q]]  # cells with their achieved GB/s
@@ -100,6 +100,22 @@ def roofline_plot(rated: Rated, copy: Q | None, peak: Q | None, colours: Mapping
     return "".join(parts) + "</svg>"
 
 
+def rates_table(rated: Rated, copy: Q | None) -> str:
+    """The plotted rates as numbers, per cell (the Markdown's ``--output-roofline`` table says the
+    same): p50, GB/s, the share of the copy bandwidth, the floor (bytes over it) and p50 / floor."""
+    rows = []
+    for cell, gbps in rated:
+        p50_ms, moved = cell.stat("p50_ms"), cell.field("bytes_moved")
+        p50_us = p50_ms.scaled(1e3) if p50_ms is not None else None
+        # bytes / (GB/s) is ns; the floor in us
+        floor_us = (moved / copy).scaled(1e-3) if copy is not None and moved is not None else None
+        share = (gbps / copy).scaled(100.0) if copy is not None else None
+        ratio = p50_us / floor_us if p50_us is not None and floor_us is not None else None
+        rows.append(f"<tr><td>{esc(cell.name)}</td><td>{number(p50_us)}</td><td>{number(gbps)}</td>"
+                    f"<td>{number(share, '%')}</td><td>{number(floor_us)}</td><td>{number(ratio)}</td></tr>")
+    return sortable_table(("cell", "p50 us", "GB/s", "share of copy", "floor us", "p50 / floor"), rows)
+
+
 def roofline_section(record: Mapping[str, Any], doc: str, cells: Sequence[Cell], colours: Mapping[str, str],
                      peak_tflops: float | None) -> str:
     copy = Q.at(record, doc, "environment", "device_facts", "copy_gbps")
@@ -129,5 +145,5 @@ def roofline_section(record: Mapping[str, Any], doc: str, cells: Sequence[Cell],
         f'<section id="roofline"><h2>Roofline</h2><p class="caption">Achieved rates from each cell\'s '
         f"minimal bytes and FLOPs over its p50{copy_text}{peak_text}</p>"
         f'<div class="figure">{bandwidth_plot(rated, copy, colours)}</div>'
-        f'<div class="figure">{plot}</div></section>'
+        f'<div class="figure">{plot}</div>{rates_table(rated, copy)}</section>'
     )
