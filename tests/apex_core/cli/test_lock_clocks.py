@@ -27,14 +27,6 @@ SMOKE = ["--profile", "smoke", "--backends", "torch-reference", "--workloads", "
          "--warmup", "1", "--min-time", "0.02", "--max-time", "0.2"]
 
 
-@pytest.fixture()
-def restored_handlers():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
 def outputs(tmp_path):
     return ["--output-json", str(tmp_path / "r.json"), "--output-md", str(tmp_path / "r.md")]
 

@@ -13,14 +13,6 @@ from apex_core.cli.signals import Terminated, handle_stop_signals, keep_ignoring
 from tests.apex_core.isolation_helpers import kill_leftovers, load, signal_run, start_cli, wait_for
 
 
-@pytest.fixture()
-def restored_handlers():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
 @pytest.mark.parametrize(("first", "raised"),
                          [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
 def test_the_first_signal_stops_and_later_ones_are_ignored(restored_handlers, capfd, first, raised):
