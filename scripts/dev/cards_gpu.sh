@@ -4,8 +4,9 @@
 # suite in fp16, the spin pair as is, the spin pair 5 % slower), then on card 0 the
 # tilessm-scan cells of torch-reference and torch-compile. (The cards' clocks are left as they
 # are: --lock-clocks changes a machine's settings.) Everything lands in
-# OUT/cards.tgz. With PROFILE large: only the triton suite, at the large profile.
-# Usage: bash scripts/dev/cards_gpu.sh OUT [ROUNDS] [PROFILE]
+# OUT/cards.tgz. With PROFILE large: only the triton suite, at the large profile (its cells take
+# 20-60 s each on an H100: one round did not end within 240 s; give CARDS_TIMEOUT=540 and ROUNDS 1).
+# Usage: [CARDS_TIMEOUT=S] bash scripts/dev/cards_gpu.sh OUT [ROUNDS] [PROFILE]
 out=${1:?OUT folder}
 rounds=${2:-2}
 profile=${3:-fixed}
@@ -20,7 +21,7 @@ spin=(--workloads test-spin-pair --backends test-working --no-energy)
 run() {  # run CARD NAME [flags]: one fresh process on one card, its wall time in NAME.time
     local card=$1 name=$2; shift 2
     local start; start=$(date +%s)
-    CUDA_VISIBLE_DEVICES=$card timeout 240 apex-bench --quiet --no-history --device cuda --profile "$profile" \
+    CUDA_VISIBLE_DEVICES=$card timeout "${CARDS_TIMEOUT:-240}" apex-bench --quiet --no-history --device cuda --profile "$profile" \
         --output-json "$work/$name.json" --output-md "$work/$name.md" --log-file "$work/$name.log" "$@" \
         > "$work/$name.out" 2>&1
     echo "$name exit $? in $(( $(date +%s) - start )) s" >> "$work/times.txt"
