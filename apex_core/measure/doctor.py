@@ -200,10 +200,9 @@ def device_facts(device: str) -> dict[str, Any]:
 class BackgroundFacts:
     """A run's ``device_facts``, measured in a thread into ``environment`` while its processes start.
 
-    The figures take seconds (5.2-6.5 s on an H100, 2026-11-27; 7.6 s with the fingerprint, 2026-11-28;
-    docs/perf.md) and so do
-    the run's worker and builder processes (3.9-6.0 s to start); measured first, one waited
-    for the other. Each slot starts its worker and then ``wait``s for the figures before
+    The figures take seconds (5.2-6.5 s on an H100, 2026-11-27; 7.6 s with the fingerprint,
+    2026-11-28; docs/perf.md) and so do the run's worker and builder processes (3.9-6.0 s to
+    start); measured first, one waited for the other. Each slot starts its worker and then ``wait``s for the figures before
     its first cell, so no cell is timed while the device is measured.
     """
 
