@@ -202,8 +202,9 @@ class BackgroundFacts:
 
     The figures take seconds (5.2-6.5 s on an H100, 2026-11-27; 7.6 s with the fingerprint,
     2026-11-28; docs/perf.md) and so do the run's worker and builder processes (3.9-6.0 s to
-    start); measured first, one waited for the other. Each slot starts its worker and then ``wait``s for the figures before
-    its first cell, so no cell is timed while the device is measured.
+    start); measured first, one waited for the other. Each slot starts its worker and then
+    ``wait``s for the figures before its first cell, so no cell is timed while the device is
+    measured.
     """
 
     def __init__(self, device: str, environment: dict[str, Any]) -> None:
