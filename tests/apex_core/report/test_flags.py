@@ -5,7 +5,7 @@ import pytest
 
 from apex_core.api import run
 from apex_core.interfaces import Prepared
-from apex_core.measure.doctor import COPY_HEADROOM, physics_gbps
+from apex_core.measure.doctor import COPY_HEADROOM, advice, physics_gbps
 from apex_core.registry import Registry
 from apex_core.report.flags import cell_flags, strict_failures
 from apex_core.report.markdown import render_markdown
@@ -98,6 +98,16 @@ def test_the_memory_peak_is_nvmls_clock_times_bus_width_and_advice_names_it(monk
         doctor.dram_peak_gbps()
     lines = doctor.advice({"perf_counter_resolution_ns": 50, "copy_gbps": 2866.0})
     assert any(line.startswith("Physics: 3582 GB/s, the copy's, with a 25 % margin") for line in lines)
+    assert not any(line.startswith("Card:") for line in lines)  # no fingerprint, no card line
+
+
+def test_doctor_names_the_card_it_fingerprinted():
+    card = {"gpu": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1160ada8", "driver": "580.159.04",
+            "power_limit_w": 700.0, "ecc": True, "pcie": "gen5 x16 (max gen5 x16)", "copy_gbps": 2977.0,
+            "sm_clock_under_load_mhz": 1976.0}
+    lines = advice({"perf_counter_resolution_ns": 50, "copy_gbps": 2880.0, "fingerprint": card})
+    assert ("Card: NVIDIA H100 80GB HBM3 GPU-1160ada8, driver 580.159.04, power limit 700.0 W, ECC on, "
+            "PCIe gen5 x16 (max gen5 x16)") in lines[-1]
 
 
 def test_device_facts_measured_in_the_background_land_in_the_environment_and_say_when():
