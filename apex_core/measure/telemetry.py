@@ -102,11 +102,14 @@ def reasons_reader(nvml: Any) -> Callable[[Any], int] | None:
 
 
 def take_reading(nvml: Any, handle: Any) -> Reading:
+    """The clocks first: read right after a batch's sync (throttle.py), they move within milliseconds
+    once the card idles."""
+    sm_mhz = try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+    mem_mhz = try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM))
     power_mw = try_read(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
     reasons = reasons_reader(nvml)
     return Reading(
-        sm_mhz=try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-        mem_mhz=try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        sm_mhz=sm_mhz, mem_mhz=mem_mhz,
         temperature_c=try_read(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
         power_w=power_mw / 1e3 if power_mw is not None else None,
         throttle_mask=try_read(lambda: reasons(handle)) if reasons else None,

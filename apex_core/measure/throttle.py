@@ -1,8 +1,9 @@
 """Per batch of samples, whether the card ran throttled; a throttled batch's samples are set aside.
 
 After each batch's host synchronization (outside the timed events: the event timer's batches of
-``cuda_timer.BATCH`` samples, the kernel timer's profiler sessions), one cheap NVML reading (a few
-us): the SM and memory clocks, the power draw and the clock-event reasons. The batch ran throttled
+``cuda_timer.BATCH`` samples, the kernel timer's profiler sessions), one cheap NVML reading
+(``telemetry.take_reading``, a few us): the SM and memory clocks first, then the power draw, the
+temperature and the clock-event reasons. The batch ran throttled
 when the reasons mask holds a throttle bit (``telemetry.THROTTLE_REASONS``) or its SM clock read
 below ``CLOCK_FLOOR`` of the card's max SM clock (nvbench's rule).
 
@@ -27,9 +28,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-import attrs
-
-from apex_core.measure.telemetry import reasons_reader, spread, throttle_names, try_read
+from apex_core.measure.telemetry import Reading, spread, take_reading, throttle_names, try_read
 from apex_core.results import ThrottledBatches
 from apex_core.timing import TimingOptions
 
@@ -40,26 +39,6 @@ CLOCK_REASON = "sm_clock_below_floor"
 # NVML's performance policies whose violation time (ns, nvmlViolationTime_t) is read around the window
 VIOLATION_POLICIES = (("NVML_PERF_POLICY_POWER", "power_violation"),
                       ("NVML_PERF_POLICY_THERMAL", "thermal_violation"))
-
-
-@attrs.frozen
-class BatchReading:
-    """One reading after a batch; None where the device does not report the quantity."""
-
-    sm_mhz: float | None
-    mem_mhz: float | None
-    power_w: float | None
-    throttle_mask: int | None
-
-
-def take_batch_reading(nvml: Any, handle: Any) -> BatchReading:
-    """The clocks first: they move within milliseconds once the card idles after the sync."""
-    sm = try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
-    mem = try_read(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM))
-    reasons = reasons_reader(nvml)
-    power_mw = try_read(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
-    return BatchReading(sm_mhz=sm, mem_mhz=mem, power_w=power_mw / 1e3 if power_mw is not None else None,
-                        throttle_mask=try_read(lambda: reasons(handle)) if reasons else None)
 
 
 def violation_ns(nvml: Any, handle: Any) -> tuple[int, tuple[int | None, ...]]:
@@ -84,7 +63,7 @@ def violation_share(before: tuple[int, tuple[int | None, ...]], after: tuple[int
     return min(1.0, max(0, *(rise for _, rise in rises)) / wall), [reason for reason, rise in rises if rise > 0]
 
 
-def batch_reasons(after: BatchReading, clock_floor_mhz: float | None) -> list[str]:
+def batch_reasons(after: Reading, clock_floor_mhz: float | None) -> list[str]:
     """Why the batch just read ran throttled; empty when it did not."""
     reasons = throttle_names(after.throttle_mask or 0)
     if clock_floor_mhz is not None and after.sm_mhz is not None and after.sm_mhz < clock_floor_mhz:
@@ -111,8 +90,8 @@ class BatchWatch:
         # the counters' reads at the window's start and end (violation_ns)
         self.window: list[tuple[int, tuple[int | None, ...]]] = (
             [violation_ns(self.nvml, self.handle)] if self.nvml is not None else [])
-        self.pending: BatchReading | None = None
-        self.readings: list[BatchReading] = []
+        self.pending: Reading | None = None
+        self.readings: list[Reading] = []
         self.throttled = self.kept_throttled = 0
         self.reasons: set[str] = set()
         self.aside: list[float] = []
@@ -126,14 +105,14 @@ class BatchWatch:
     def mark(self) -> None:
         """Take the reading now, right after the sync, for the ``after_batch`` that follows later."""
         if self.nvml is not None:
-            self.pending = take_batch_reading(self.nvml, self.handle)
+            self.pending = take_reading(self.nvml, self.handle)
 
     def after_batch(self, samples: Sequence[float]) -> bool:
         """Judge the batch just synchronized (from ``mark``'s reading, else one taken now); True when
         its samples were set aside, False when the caller keeps them."""
         if self.nvml is None:
             return False
-        reading, self.pending = self.pending or take_batch_reading(self.nvml, self.handle), None
+        reading, self.pending = self.pending or take_reading(self.nvml, self.handle), None
         reasons = batch_reasons(reading, self.clock_floor_mhz)
         self.readings.append(reading)
         if not reasons:

@@ -1,6 +1,7 @@
 """How precisely a run-start copy measures a card's bandwidth: the median of 10 copies (what
-device_facts took) against the best of 10 and of 100, in ROUNDS rounds of one process.
-Plain torch, so it runs without the project installed. Usage: python scripts/dev/copy_noise.py [ROUNDS]"""
+device_facts took until 2026-11-28) against the best of 10 and of 100, in ROUNDS rounds of one
+process, each round through the runs' own ``doctor.copy_bandwidth``.
+Usage (after ``source scripts/gpu_env.sh``): python scripts/dev/copy_noise.py [ROUNDS]"""
 
 import statistics
 import sys
@@ -8,32 +9,17 @@ import time
 
 import torch
 
-NBYTES = 512 * 2**20
-
-
-def copies(src, dst, repeats):
-    seconds = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        seconds.append(start.elapsed_time(end) / 1e3)
-    return [2 * NBYTES / s / 1e9 for s in seconds]
+from apex_core.measure.doctor import copy_bandwidth
 
 
 def main(rounds):
-    src = torch.randint(0, 255, (NBYTES,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copies(src, dst, 3)
     rows = {"median of 10": [], "best of 10": [], "median of 100": [], "best of 100": []}
     for _ in range(rounds):
-        ten, hundred = copies(src, dst, 10), copies(src, dst, 100)
-        rows["median of 10"].append(statistics.median(ten))
-        rows["best of 10"].append(max(ten))
-        rows["median of 100"].append(statistics.median(hundred))
-        rows["best of 100"].append(max(hundred))
+        ten, hundred = copy_bandwidth(repeats=10), copy_bandwidth(repeats=100)
+        rows["median of 10"].append(ten["copy_gbps"])
+        rows["best of 10"].append(ten["best_gbps"])
+        rows["median of 100"].append(hundred["copy_gbps"])
+        rows["best of 100"].append(hundred["best_gbps"])
         time.sleep(0.2)
     print(torch.cuda.get_device_name(), f"{rounds} rounds")
     for name, values in rows.items():

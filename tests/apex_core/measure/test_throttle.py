@@ -153,7 +153,8 @@ def test_the_share_of_a_window_under_a_limit():
 
 
 def test_the_rules_of_one_batch():
-    calm_reading = throttle.BatchReading(1980, 2619, 300, 0x1)
+    calm_reading = telemetry.Reading(sm_mhz=1980, mem_mhz=2619, temperature_c=None, power_w=300,
+                                     throttle_mask=0x1)
     assert batch_reasons(calm_reading, 1485) == []
     capped = attrs.evolve(calm_reading, throttle_mask=0x4 | 0x1, sm_mhz=1400)
     assert batch_reasons(capped, 1485) == ["sw_power_cap", "sm_clock_below_floor"]
