@@ -130,10 +130,10 @@ def render_markdown(summary: CompareSummary) -> str:
     lines += [f"- {line}" for line in normalization_lines(summary)]
     if summary.environment_differences or summary.normalization is not None:
         lines.append("")
-    scaled = any(c.scaling is not None for c in summary.checks)
-    lines += ["| metric | status | baseline ms | rule (min effect; cap ms) | current ms | change | verdict |"
-              + (" normalized |" if scaled else ""),
-              "| --- | --- | ---: | --- | ---: | ---: | --- |" + (" --- |" if scaled else "")]
+    columns = table_columns(summary)
+    lines += ["| " + " | ".join(columns) + " |",
+              "| " + " | ".join("---:" if right_aligned(c) else "---" for c in columns) + " |"]
+    scaled = len(columns) > len(COLUMNS)
     for c in summary.checks:
         status = c.status if c.status == "pass" else f"**{c.status}** ({c.failed_by})" if c.failed_by \
             else f"**{c.status}**"
@@ -144,9 +144,22 @@ def render_markdown(summary: CompareSummary) -> str:
     return "\n".join(lines + ([""] + contended if contended else [])) + "\n"
 
 
+COLUMNS = ("metric", "status", "baseline ms", "rule (min effect; cap ms)", "current ms", "change", "verdict")
+
+
+def table_columns(summary: CompareSummary) -> tuple[str, ...]:
+    """The compare table's columns (terminal and Markdown): ``normalized`` only when the baseline was scaled."""
+    return COLUMNS + (("normalized",) if any(c.scaling is not None for c in summary.checks) else ())
+
+
+def right_aligned(column: str) -> bool:
+    """Times and changes are right-aligned."""
+    return column.endswith(("ms", "change"))
+
+
 def render_rows(summary: CompareSummary) -> list[tuple[str, ...]]:
-    """Rows of the terminal table (same columns as the Markdown one)."""
-    scaled = any(c.scaling is not None for c in summary.checks)
+    """Rows of the terminal table (``table_columns``, as the Markdown one)."""
+    scaled = len(table_columns(summary)) > len(COLUMNS)
     return [(c.metric, c.status if not c.failed_by else f"{c.status} ({c.failed_by})", _ms(c.baseline_ms),
              rule_text(c), _ms(c.current_ms), change_text(c), verdict_text(c))
             + ((scaling_text(c),) if scaled else ()) for c in summary.checks]

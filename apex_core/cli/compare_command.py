@@ -20,7 +20,9 @@ from apex_core.baseline.artifacts import (
     normalization_lines,
     render_markdown,
     render_rows,
+    right_aligned,
     summary_record,
+    table_columns,
     trend_record,
 )
 from apex_core.baseline.compare import check_environment, compare
@@ -73,12 +75,9 @@ class GateOptions:
 
 def _print_table(summary: CompareSummary, out: TextIO) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    rows = render_rows(summary)
-    scaled = ("normalized",) if rows and len(rows[0]) > 7 else ()  # a column only when the baseline was scaled
-    for column in ("metric", "status", "baseline ms", "rule (min effect; cap ms)", "current ms", "change",
-                   "verdict", *scaled):
-        table.add_column(column, justify="right" if column.endswith(("ms", "change")) else "left")
-    for row in rows:
+    for column in table_columns(summary):
+        table.add_column(column, justify="right" if right_aligned(column) else "left")
+    for row in render_rows(summary):
         table.add_row(*row, style=None if row[1] == "pass" else "red")
     # A pipe or file gets a wide table rather than rich's 80-column default.
     Console(file=out, width=None if out.isatty() else 200, soft_wrap=False).print(table)
