@@ -9,14 +9,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections import defaultdict
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 
 from apex_core.baseline.normalize import tally
 from apex_core.errors import UsageError
+from apex_core.history.cards import HistoryStore as SqlStore
 from apex_core.history.cards import card_from_columns, cell_timing_from_columns, scalings_to
 from apex_core.history.errors import HistoryError
 from apex_core.history.leaderboard import build_leaderboard
@@ -24,13 +23,10 @@ from apex_core.history.model import Leaderboard, RunSummary, SeriesPoint
 from apex_core.history.rows import METRIC_COLUMNS
 
 
-class HistoryStore(Protocol):
+class HistoryStore(SqlStore, Protocol):
     """What the queries read of apex_core.history.store.HistoryStore, which calls them with itself
-    (a protocol rather than an import of the store, which imports this module)."""
-
-    path: Path
-
-    def execute(self, action: str, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]: ...
+    (a protocol rather than an import of the store, which imports this module): the SQL cards.py
+    reads, and the runs, tags and commits."""
 
     def runs(self, environment_key: Any = None, tag: str | None = None, commit: str | None = None,
              limit: int | None = None, run_id: int | None = None) -> tuple[RunSummary, ...]: ...
