@@ -55,6 +55,12 @@ def nvml_identity(nvml: Any, handle: Any) -> dict[str, Any]:
     }
 
 
+def ecc_words(fingerprint: Mapping[str, Any]) -> str:
+    """``on``, ``off`` or ``unknown``: a fingerprint's ECC mode as a report says it."""
+    ecc = fingerprint.get("ecc")
+    return "on" if ecc is True else "off" if ecc is False else "unknown"
+
+
 def fingerprint(facts: Mapping[str, Any]) -> dict[str, Any]:
     """The fingerprint of a run's ``device_facts``: the measured figures beside NVML's identity."""
     clock = facts.get("clock") or {}

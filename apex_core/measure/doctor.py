@@ -270,9 +270,8 @@ def advice(facts: dict[str, Any]) -> list[str]:
         lines.append(f"SM clock: not checked ({clock.get('nvml_unavailable') or clock.get('unavailable')}).")
     card = facts.get("fingerprint") or {}
     if card.get("gpu"):
-        ecc = "on" if card.get("ecc") is True else "off" if card.get("ecc") is False else "unknown"
         lines.append(f"Card: {card['gpu']} {card.get('uuid') or ''}, driver {card.get('driver')}, "
-                     f"power limit {card.get('power_limit_w')} W, ECC {ecc}, PCIe {card.get('pcie')}; its "
-                     "fingerprint (best copy, clock under load) scales comparisons with other cards of "
-                     "its model.")
+                     f"power limit {card.get('power_limit_w')} W, ECC {device_fingerprint.ecc_words(card)}, "
+                     f"PCIe {card.get('pcie')}; its fingerprint (best copy, clock under load) scales "
+                     "comparisons with other cards of its model.")
     return lines

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apex_core.measure.device_fingerprint import ecc_words
 from apex_core.report.html.cells import Cell
 from apex_core.report.html.numbers import Q, number
 from apex_core.report.html.svg import esc
@@ -149,11 +150,10 @@ def _fingerprint_row(record: Mapping[str, Any], doc: str) -> dict[str, str]:
     found = ((record.get("environment") or {}).get("device_facts") or {}).get("fingerprint")
     if not isinstance(found, Mapping):
         return {}
-    ecc = "on" if found.get("ecc") is True else "off" if found.get("ecc") is False else "unknown"
     where = ("environment", "device_facts", "fingerprint")
     clock = number(Q.at(record, doc, *where, "sm_clock_under_load_mhz"), "MHz")
     power = number(Q.at(record, doc, *where, "power_limit_w"), "W")
-    parts = [f"SM clock under load {clock}", f"power limit {power}", f"ECC {ecc}",
+    parts = [f"SM clock under load {clock}", f"power limit {power}", f"ECC {ecc_words(found)}",
              f"PCIe {_text(found.get('pcie'))}", f"VBIOS {_text(found.get('vbios'))}"]
     return {"card fingerprint": ", ".join(parts)}
 
