@@ -37,9 +37,11 @@ def _throttle_note(telemetry: Telemetry) -> str:
         return (f"throttled ({', '.join(telemetry.throttle_reasons)}) in {telemetry.throttled_share or 0:.0%} "
                 "of the NVML readings: a power or thermal limit held the clocks down while it was timed")
     kept = f", {read.kept_throttled} throttled ones kept in its statistics" if read.kept_throttled else ""
+    held = (f"; a limit held the clocks for {read.violation_share:.0%} of its sampling window (NVML's "
+            "violation counters)" if read.violation_share else "")
     return (f"throttled ({', '.join(read.reasons)}): {read.throttled} of its {read.batches} batches of "
             "samples ran while a limit or a low SM clock held the card down; "
-            f"{plural(read.set_aside, 'sample')} set aside{kept} (telemetry.batches in the JSON report)")
+            f"{plural(read.set_aside, 'sample')} set aside{kept}{held} (telemetry.batches in the JSON report)")
 
 
 def _fmt_j(joules: float) -> str:

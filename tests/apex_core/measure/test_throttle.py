@@ -267,6 +267,11 @@ def test_the_flag_appears_past_the_limit_of_batches_set_aside():
     report = Report("s", "2026-11-26T00:00:00Z", env, config, "complete", (over,))
     text = render_markdown(report)
     assert "3 of its 20 batches of samples ran while a limit" in text and "30 samples set aside" in text
+    # a limit held for most of the window, no batch set aside: the note says what flagged it
+    held = cell(attrs.evolve(batches_of(0), violation_share=0.4, reasons=("power_violation",)))
+    assert "throttled" in cell_flags(held, env, config)
+    text = render_markdown(Report("s", "2026-11-26T00:00:00Z", env, config, "complete", (held,)))
+    assert "a limit held the clocks for 40% of its sampling window" in text
     # a report where no batch was read keeps the old rule: any throttled reading flags the cell
     assert "throttled" in cell_flags(cell(None, share=0.05), env, config)
     assert "throttled" not in cell_flags(cell(ThrottledBatches(unavailable="no NVML")), env, config)
