@@ -58,7 +58,7 @@ def suite_profiles(params_type: type) -> dict[str, dict[str, Any]]:
 
 NCHW_AXES = {0: "batch", 2: "height", 3: "width"}  # an NCHW map swept over batch and image size
 TILE_AXES = {0: "batch", 1: "K"}  # per-tile tensors [B, K, ...]
-# Writes through index_put (tile-stage1, tileunpack blend) export as ScatterND whose
+# Writes through index_put (tile-stage1) export as ScatterND whose
 # update shape the exporter bakes in as [K, C, t, t] per batch row: only the image may vary.
 IMAGE_AXES = {2: "height", 3: "width"}
 

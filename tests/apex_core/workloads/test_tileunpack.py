@@ -134,3 +134,15 @@ def test_work_counts_by_hand():
     assert WORKLOAD.work(case_of("overlap", **SMALL, kmax=5), "fp16") == Work(data + 124, 0, "tiles", 10)
     # blend: 2 mul + 1 add per tile element
     assert WORKLOAD.work(case_of("blend", **SMALL, kmax=5), "fp16") == Work(data + 124, 3 * 480, "tiles", 10)
+
+
+@pytest.mark.parametrize("kmax", [2, 9, 40])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_blend_of_overlapping_tiles_matches_the_loop(kmax, seed):
+    # the closed form counts, per pixel of each tile, the tiles after it: straddling origins
+    # cover parts of each other, and 40 tiles on 6 slots pile several deep
+    case = case_of("overlap", **SMALL, kmax=kmax)
+    inputs = upcast_inputs(WORKLOAD.make_inputs(case, "cpu", torch.float64, seed), torch.float64)
+    args = (inputs["base"], inputs["packed"], inputs["origins"], inputs["levels"])
+    out = tileunpack(*args, "blend", inputs["alpha"])
+    torch.testing.assert_close(out, unpack_blend_loop(*args, float(inputs["alpha"])), rtol=1e-12, atol=1e-12)
