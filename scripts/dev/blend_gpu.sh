@@ -8,7 +8,7 @@ BUDGET=${2:-540}
 start=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - start) )); }
 mkdir -p "$OUT"
-source scripts/gpu_env.sh 2>&1 | tee "$OUT/env.txt"
+source scripts/gpu_env.sh >"$OUT/env.txt" 2>&1  # not through a pipe: its exports must stay here
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >>"$OUT/env.txt"
 suspects() {  # suspects WORKLOADS BACKENDS DEADLINE [PROFILE]
     local cap=$(( $3 < $(left) - 10 ? $3 : $(left) - 10 ))
