@@ -15,7 +15,7 @@ suspects() {  # suspects WORKLOADS BACKENDS DEADLINE [PROFILE]
     [ "$cap" -gt 30 ] || { echo "skipped $1 $2: $(left) s left" | tee -a "$OUT/summary.txt"; return; }
     BACKENDS=$2 bash scripts/dev/large_suspects.sh "$OUT" "$1" "$cap" "${4:-large}" 2>&1 | tee -a "$OUT/summary.txt"
 }
-IFS=';' read -ra stages <<<"${STAGES:-tileunpack:blend torch-reference,torch-compile,triton,jax 260 large}"
+IFS=';' read -ra stages <<<"${STAGES-tileunpack:blend torch-reference,torch-compile,triton,jax 260 large}"
 for stage in "${stages[@]}"; do suspects $stage; done
 if [ "${CHEATS:-1}" = 1 ] && [ "$(left)" -gt 60 ]; then
     timeout -s INT "$(( $(left) - 5 ))" python3 scripts/dev/output_cheats_cuda.py >"$OUT/output_cheats.txt" 2>&1

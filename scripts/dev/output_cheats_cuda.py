@@ -106,7 +106,9 @@ def main() -> int:
                         ignore=shutil.ignore_patterns("build", "*.egg-info"))
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                         "--no-build-isolation", "--target", str(site), str(source)], check=True)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+        # keeps the PYTHONPATH it was given: on the GPU machines the wheels apex-bench needs live there
+        paths = [str(site), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         started = time.monotonic()
         good = True
         for step in (cheats_caught, honest_ok, check_cost):
