@@ -18,7 +18,7 @@ suspects() {  # suspects WORKLOADS BACKENDS DEADLINE [PROFILE]
 IFS=';' read -ra stages <<<"${STAGES-tileunpack:blend torch-reference,torch-compile,triton,jax 260 large}"
 for stage in "${stages[@]}"; do suspects $stage; done
 if [ "${CHEATS:-1}" = 1 ] && [ "$(left)" -gt 60 ]; then
-    timeout -s INT "$(( $(left) - 5 ))" python3 scripts/dev/output_cheats_cuda.py >"$OUT/output_cheats.txt" 2>&1
+    timeout -s INT "$(( $(left) - 5 ))" python3 scripts/dev/output_cheats_cuda.py ${CHEAT_STEPS:-} >"$OUT/output_cheats.txt" 2>&1
     echo "output cheats: exit $?" >>"$OUT/output_cheats.txt"
 fi
 cp /tmp/large-*.log /tmp/fixed-*.log "$OUT"/ 2>/dev/null
