@@ -5,7 +5,9 @@ A gain (or an accepted loss) counts after several stable runs: ``promote`` takes
 ``(max - min) / median``, is above its allowance (the metric's min_effect, or the cap ratio
 where it has no statistical rule), or when a cell is not ok in every run, and otherwise
 emits a new baseline from them. Limits a person tuned in the old baseline (the cap's ratio
-and floor) carry over to the metrics they name; every metric's change is reported.
+and floor) carry over to the metrics they name; every metric's change is reported, against
+the old baseline's times scaled to the new runs' card where the two baselines name different
+cards of one model (across_cards.py), so a change of card is not read as a change of code.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from apex_core.baseline.across_cards import normalized_baseline
 from apex_core.baseline.compare import check_environment, check_suite
 from apex_core.baseline.emit import emit_baseline, min_effect_table, ratio_table, run_spread
 from apex_core.baseline.errors import InputFileError
@@ -32,10 +35,14 @@ class MetricChange:
     old_ms: float | None  # None: a metric the old baseline did not have
     new_ms: float | None  # None: dropped, no ok cell in the runs
     verdict: Verdict | None = None
+    old_scale: float = 1.0  # the old time scaled by this to the new runs' card before comparing
 
     @property
     def change(self) -> float | None:
-        return None if self.old_ms is None or self.new_ms is None else self.new_ms / self.old_ms - 1.0
+        """new / (old on the new runs' card) - 1."""
+        if self.old_ms is None or self.new_ms is None:
+            return None
+        return self.new_ms / (self.old_ms * self.old_scale) - 1.0
 
 
 @attrs.frozen(kw_only=True)
@@ -119,13 +126,17 @@ def promote(old: Baseline, old_path: str, runs: Sequence[LoadedReport], *, max_s
         f"Promoted by 'apex-bench baseline promote' from {len(runs)} agreeing runs (spread within "
         f"{', '.join(f'{s} {a:.1%}' for s, a in allowed.items())}); replaces {old_path}. "
         + fresh.baseline_notes))
+    # the old times as the new runs' card would read them (the new baseline's pooled card)
+    cells = {name: cell for run in reversed(runs) for name, cell in run.cells_by_metric().items()}
+    on_new_card, scalings, _ = normalized_baseline(old, cells, dict.fromkeys(cells, new.fingerprint))
     changes = []
     for name in sorted(set(old.metrics) | set(new.metrics)):
         before, after = old.metrics.get(name), new.metrics.get(name)
         verdict = None
         if before is not None and after is not None:
-            verdict = judge(old.samples_for(name), new.samples_for(name), QUANTILE_STATS[metric_stat(name)],
-                            seed=metric_seed(name))
+            verdict = judge(on_new_card.samples_for(name), new.samples_for(name),
+                            QUANTILE_STATS[metric_stat(name)], seed=metric_seed(name))
+        scale = scalings[name].factor if name in scalings and scalings[name].scaled else 1.0
         changes.append(MetricChange(metric=name, old_ms=before.value_ms if before else None,
-                                    new_ms=after.value_ms if after else None, verdict=verdict))
+                                    new_ms=after.value_ms if after else None, verdict=verdict, old_scale=scale))
     return new, changes

@@ -109,6 +109,8 @@ def _change_line(change: MetricChange) -> str:
     else:
         verdict = change.verdict.label if change.verdict is not None else ""
         what = f"{change.change:+.1%} {verdict}".rstrip() if change.change is not None else ""
+        if change.old_scale != 1.0:
+            what += f" (the old time x{change.old_scale:.3f}, scaled to the new runs' card)"
     return f"  {change.metric}: {old} -> {new} ms  {what}"
 
 

@@ -11,6 +11,8 @@ from apex_core.baseline import compare, emit_baseline, load_baseline, write_base
 from apex_core.baseline.artifacts import render_markdown, summary_record
 from apex_core.baseline.io import load_report
 from apex_core.baseline.normalize import BANDWIDTH, COMPUTE, REFUSED
+from apex_core.baseline.promote import promote
+from apex_core.cli.baseline_command import main as baseline_main
 from tests.apex_core.baseline.conftest import cell, report, samples, write
 from tests.apex_core.baseline.gpu_reports import fingerprint, gpu_cell, gpu_report, two_cells
 
@@ -118,3 +120,29 @@ def test_the_artifacts_say_which_cards_figures_scaled_what(fast_baseline) -> Non
     markdown = render_markdown(summary)
     assert "- normalized across cards: the baseline's times, measured on GPU-fast" in markdown
     assert "| verdict | normalized |" in markdown and "x1.042 bandwidth |" in markdown
+
+
+def test_promotion_onto_a_slower_card_reads_the_same_build_as_unchanged(fast_baseline) -> None:
+    runs = [_loaded(gpu_report(two_cells(CARD_SLOWDOWN, seed=200 + i), SLOW_CARD), f"new-{i}")
+            for i in range(3)]
+    _, changes = promote(fast_baseline, "base.json", runs)
+    p50 = {c.metric.split("/")[0]: c for c in changes if c.metric.endswith("/p50_ms")}
+    for change in p50.values():
+        # measured 4 % slower on the slower card; scaled, the same build reads within noise
+        assert change.old_scale == pytest.approx(CARD_SLOWDOWN)
+        assert change.new_ms / change.old_ms - 1 == pytest.approx(CARD_SLOWDOWN - 1, abs=0.01)
+        assert abs(change.change) < 0.01 and change.verdict.label != "slower"
+    same_card = [_loaded(gpu_report(two_cells(seed=300 + i), FAST_CARD), f"same-{i}") for i in range(3)]
+    _, changes = promote(fast_baseline, "base.json", same_card)
+    assert all(c.old_scale == 1.0 for c in changes)
+
+
+def test_the_promote_command_says_which_old_times_it_scaled(fast_baseline, capsys) -> None:
+    write_baseline(Path("base.json"), fast_baseline)
+    for i in range(3):
+        _loaded(gpu_report(two_cells(CARD_SLOWDOWN, seed=400 + i), SLOW_CARD), f"new-{i}")
+    assert baseline_main(["promote", "--baseline", "base.json", "--runs", "new-0.json", "new-1.json",
+                          "new-2.json", "--dry-run"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "p50_ms" in line]
+    scaled = "(the old time x1.042, scaled to the new runs' card)"
+    assert len(lines) == 2 and all(scaled in line for line in lines)
