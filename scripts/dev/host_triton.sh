@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # One host of several for the spread between hosts (docs/timing.md, "Between hosts"): RUNS fresh
 # processes of the fixed triton suite in fp16 on this machine's card 0, each report carrying
-# the card's fingerprint (UUID, copy, spin clock). Run it on fresh machines, one call each,
+# the card's fingerprint (UUID, copy, spin clock). With SPIN=1 each round also runs the test
+# plugin's spin pair as is and 5 % slower (a real planted slowdown, for the gate across hosts:
+# a baseline from one machine's runs, `apex-bench compare` of the others'). Run it on fresh
+# machines, one call each (about 40 s a round, 50 s with SPIN=1, after a minute's start),
 # and compare with `python scripts/dev/cards_spread.py` over the reports.
-#   bash scripts/dev/host_triton.sh OUT [RUNS]
-out=${1:?OUT folder}
+#   [SPIN=1] bash scripts/dev/host_triton.sh OUT [RUNS]
+dest=${1:?OUT folder}
 runs=${2:-2}
+out=/tmp/host  # packed into DEST/host.tgz at the end: only a few files come back from a call
+mkdir -p "$out"
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
+[ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+spin=(--workloads test-spin-pair --backends test-working --no-energy)
 nvidia-smi --query-gpu=name,uuid,pci.bus_id,clocks.max.sm,temperature.gpu --format=csv >>"$out/env.txt"
 for r in $(seq 1 "$runs"); do
     start=$(date +%s)
     timeout 240 apex-bench --quiet --no-history --device cuda --backends triton --dtype fp16 \
         --output-json "$out/run$r.json" > "$out/run$r.out" 2>&1
     echo "run$r exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
+    [ "${SPIN:-0}" = 1 ] || continue
+    apex-bench --quiet --no-history --device cuda "${spin[@]}" --output-json "$out/spin$r.json" >/dev/null 2>&1
+    APEX_TEST_SPIN_SLOWDOWN=1.05 apex-bench --quiet --no-history --device cuda "${spin[@]}" \
+        --output-json "$out/slow$r.json" >/dev/null 2>&1
+    echo "spin$r, slow$r exit $?" | tee -a "$out/env.txt"
 done
+tar czf "$dest/host.tgz" -C "$out" .
+cat "$out/env.txt"
