@@ -74,6 +74,8 @@ class Plan:
             "timeout_s": self.timeout_s,
             "timing": attrs.asdict(self.timing),
             "backend_options": {name: dict(opts) for name, opts in self.backend_options.items()},
+            # an interrupted report holds fewer: the reader can tell how many never started
+            "cells_planned": len(self.cells),
             # only when some workload lacked the profile, so other runs' configs stay as they were
             **({"profile_fallbacks": list(self.profile_fallbacks)} if self.profile_fallbacks else {}),
             **self.extra_config,

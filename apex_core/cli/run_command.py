@@ -256,7 +256,8 @@ def _execute(args: Any, plan: Plan, registry: Registry, device: str, model: Swee
                                   measure_device_facts=scale.executor is None)
             except KeyboardInterrupt as stop:
                 recorder.write("interrupted")
-                print(f"interrupted: partial report in {json_path}", flush=True)
+                print(f"interrupted: partial report in {json_path} ({len(recorder.cells)} of "
+                      f"{len(plan.cells)} cells)", flush=True)
                 record_run(args, json_path)  # kept with its status; compare --against uses complete runs only
                 return interrupted_exit_code(stop)
     finally:

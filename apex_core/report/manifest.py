@@ -34,9 +34,10 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# Config keys that say how a run was carried out, not what it measured: left out of the hash,
-# so a run with builders replays as the same problem as one without.
-RUN_ONLY_CONFIG = ("build_workers",)
+# Config keys that say how a run was carried out, or follow from the rest, not what it measured:
+# left out of the hash, so a run with builders replays as the same problem as one without, and
+# reports from before cells_planned hash as they did.
+RUN_ONLY_CONFIG = ("build_workers", "cells_planned")
 
 
 def config_sha256(config: Mapping[str, Any]) -> str:

@@ -190,6 +190,15 @@ def _skipped_everywhere(report: Report, backends: list[str]) -> dict[str, list[C
     return {b: found for b, found in cells.items() if all(c.status == Status.SKIPPED for c in found)}
 
 
+def _never_started_text(report: Report) -> str:
+    """'; N of M planned cells never started' for a run cut short, else ''."""
+    planned = report.config.get("cells_planned")
+    if report.status == "complete" or not isinstance(planned, int) or planned <= len(report.cells):
+        return ""
+    never = planned - len(report.cells)
+    return f"; {never} of {planned} planned cells never started (the run was {report.status})"
+
+
 def _not_run_lines(skipped: dict[str, list[CellResult]]) -> list[str]:
     """One line per backend that ran nowhere, with its reasons, in place of a column of skips."""
     if not skipped:
@@ -275,7 +284,8 @@ def render_markdown(report: Report) -> str:
         f"# {report.suite} ({report.status})",
         "",
         f"{report.timestamp_utc} on {hardware} ({env.get('device')}), torch {env.get('torch')}, "
-        f"profile {report.config.get('profile')}{_fallback_text(report.config)}. Cells: {counts or 'none'}.",
+        f"profile {report.config.get('profile')}{_fallback_text(report.config)}. Cells: {counts or 'none'}"
+        f"{_never_started_text(report)}.",
         *(_summary_lines(report, rows, by_key) if report.cells else []),
         "",
         "## Times",

@@ -1,6 +1,7 @@
 import json
 import re
 
+import attrs
 import jsonschema
 import pytest
 
@@ -146,3 +147,14 @@ def test_an_interleaved_floor_is_named_in_the_timing_line(report):
     assert "--floor-sampling" not in render_markdown(attrs.evolve(report, cells=(floored,)))  # the default
     pooled = {**report.config, "timing": {**report.config["timing"], "floor_sampling": "pooled"}}
     assert "(--floor-sampling pooled)" in render_markdown(attrs.evolve(report, cells=(floored,), config=pooled))
+
+
+def test_an_interrupted_report_says_how_many_planned_cells_never_started(report):
+    planned = report.config["cells_planned"]
+    assert planned == len(report.cells) == 6  # axpy's two cases on three backends
+    assert "never started" not in render_markdown(report)  # a complete run says nothing of it
+    cut = attrs.evolve(report, status="interrupted", cells=report.cells[:1])
+    validate_report(json.loads(report_json(cut)))
+    assert "Cells: ok: 1; 5 of 6 planned cells never started (the run was interrupted)." in render_markdown(cut)
+    from_before = attrs.evolve(cut, config={k: v for k, v in cut.config.items() if k != "cells_planned"})
+    assert "never started" not in render_markdown(from_before)  # a report from before the field
