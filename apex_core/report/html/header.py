@@ -91,6 +91,11 @@ def status_chips(record: Mapping[str, Any], doc: str) -> str:
         for s in names
         if (count := Q.at(record, doc, "summary", s)) is not None
     ]
+    planned, cells = Q.at(record, doc, "config", "cells_planned"), Q.at(record, doc, "summary", "cells")
+    if record.get("status") != "complete" and planned is not None and cells is not None \
+            and planned.value > cells.value:  # the rest never started
+        chips.append(f'<span class="chip status-skipped">of {number(planned)} planned: the run was '
+                     f'{esc(record.get("status"))} before the rest started</span>')
     return '<div class="chips">' + "".join(chips) + "</div>"
 
 

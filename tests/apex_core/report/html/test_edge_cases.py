@@ -48,3 +48,14 @@ def test_a_run_without_cells_and_runs_with_different_cells_render() -> None:
     html = render_html(ReportInputs(runs=(RunInput("run0", "a", a), RunInput("run1", "b", b))))
     check_numbers(html, Evaluator({"run0": a, "run1": b}))
     assert "ok / skipped" in html  # the cell B did not time is listed without a ratio
+
+
+def test_an_interrupted_run_says_how_many_cells_were_planned() -> None:
+    cells = [ok_cell("tilepack", "torch-reference", 0.2)]
+    record = {**make_report(cells), "status": "interrupted"}
+    record["config"] = {**record["config"], "cells_planned": 4}
+    html = render_html(ReportInputs(runs=(RunInput("run0", "cut.json", record),)))
+    check_numbers(html, Evaluator({"run0": record}))
+    assert "planned: the run was interrupted before the rest started" in html
+    complete = {**record, "status": "complete"}
+    assert "before the rest started" not in render_html(ReportInputs(runs=(RunInput("run0", "c", complete),)))
