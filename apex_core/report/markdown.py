@@ -196,7 +196,9 @@ def _never_started_text(report: Report) -> str:
     if report.status == "complete" or not isinstance(planned, int) or planned <= len(report.cells):
         return ""
     never = planned - len(report.cells)
-    return f"; {never} of {planned} planned cells never started (the run was {report.status})"
+    # "running" is what a killed run's last write said: it never ended
+    why = "the run was interrupted" if report.status == "interrupted" else "the run never ended"
+    return f"; {never} of {planned} planned cells never started ({why})"
 
 
 def _not_run_lines(skipped: dict[str, list[CellResult]]) -> list[str]:

@@ -94,8 +94,9 @@ def status_chips(record: Mapping[str, Any], doc: str) -> str:
     planned, cells = Q.at(record, doc, "config", "cells_planned"), Q.at(record, doc, "summary", "cells")
     if record.get("status") != "complete" and planned is not None and cells is not None \
             and planned.value > cells.value:  # the rest never started
-        chips.append(f'<span class="chip status-skipped">of {number(planned)} planned: the run was '
-                     f'{esc(record.get("status"))} before the rest started</span>')
+        why = "was interrupted" if record.get("status") == "interrupted" else "never ended"  # running: killed
+        chips.append(f'<span class="chip status-skipped">of {number(planned)} planned: the run {why} '
+                     'before the rest started</span>')
     return '<div class="chips">' + "".join(chips) + "</div>"
 
 

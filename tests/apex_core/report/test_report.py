@@ -156,5 +156,7 @@ def test_an_interrupted_report_says_how_many_planned_cells_never_started(report)
     cut = attrs.evolve(report, status="interrupted", cells=report.cells[:1])
     validate_report(json.loads(report_json(cut)))
     assert "Cells: ok: 1; 5 of 6 planned cells never started (the run was interrupted)." in render_markdown(cut)
+    killed = render_markdown(attrs.evolve(cut, status="running"))  # a killed run's last write
+    assert "5 of 6 planned cells never started (the run never ended)." in killed
     from_before = attrs.evolve(cut, config={k: v for k, v in cut.config.items() if k != "cells_planned"})
     assert "never started" not in render_markdown(from_before)  # a report from before the field
