@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from apex_core.baseline.across_cards import normalized_baseline
-from apex_core.baseline.compare import check_environment, check_suite
+from apex_core.baseline.compare import best_cells, check_environment, check_suite
 from apex_core.baseline.emit import emit_baseline, min_effect_table, ratio_table, run_spread
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, LoadedReport, Verdict, metric_stat
@@ -126,8 +126,9 @@ def promote(old: Baseline, old_path: str, runs: Sequence[LoadedReport], *, max_s
         f"Promoted by 'apex-bench baseline promote' from {len(runs)} agreeing runs (spread within "
         f"{', '.join(f'{s} {a:.1%}' for s, a in allowed.items())}); replaces {old_path}. "
         + fresh.baseline_notes))
-    # the old times as the new runs' card would read them (the new baseline's pooled card)
-    cells = {name: cell for run in reversed(runs) for name, cell in run.cells_by_metric().items()}
+    # the old times as the new runs' card would read them (the new baseline's pooled card); each
+    # metric's bound judged on the cell compare would take (its best run)
+    cells = best_cells(runs)
     on_new_card, scalings, _ = normalized_baseline(old, cells, dict.fromkeys(cells, new.fingerprint))
     changes = []
     for name in sorted(set(old.metrics) | set(new.metrics)):
@@ -136,7 +137,7 @@ def promote(old: Baseline, old_path: str, runs: Sequence[LoadedReport], *, max_s
         if before is not None and after is not None:
             verdict = judge(on_new_card.samples_for(name), new.samples_for(name),
                             QUANTILE_STATS[metric_stat(name)], seed=metric_seed(name))
-        scale = scalings[name].factor if name in scalings and scalings[name].scaled else 1.0
         changes.append(MetricChange(metric=name, old_ms=before.value_ms if before else None,
-                                    new_ms=after.value_ms if after else None, verdict=verdict, old_scale=scale))
+                                    new_ms=after.value_ms if after else None, verdict=verdict,
+                                    old_scale=scalings[name].factor if name in scalings else 1.0))
     return new, changes
