@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The closed-form tileunpack blend on a GPU (2026-11-28): the built-in backends at the large and
-# fixed profiles with every check on (large_suspects.sh), then, while time is left, the cells
-# named in EXTRA ("WORKLOADS BACKENDS DEADLINE" triples, ;-separated) and the CUDA output cheats.
-#   bash scripts/dev/blend_gpu.sh OUT [BUDGET_S]
+# The closed-form tileunpack blend on a GPU (2026-11-28): each stage of STAGES ("WORKLOADS BACKENDS
+# DEADLINE [PROFILE]", ;-separated; default the blend on the four built-in backends at the large
+# profile; STAGES= runs none) through large_suspects.sh with every check on, then, while time is
+# left and CHEATS is not 0, the CUDA output cheats (CHEAT_STEPS names output_cheats_cuda.py's steps).
+#   [STAGES=...] [CHEATS=0|1] [CHEAT_STEPS=...] bash scripts/dev/blend_gpu.sh OUT [BUDGET_S]
 OUT=${1:?usage: blend_gpu.sh OUT [BUDGET_S]}
 BUDGET=${2:-540}
 start=$(date +%s)
