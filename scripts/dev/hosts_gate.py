@@ -1,0 +1,69 @@
+"""The gate across hosts (docs/perf.md): a baseline from one machine, compares of the others' runs.
+
+Each DIR holds one machine's reports from ``SPIN=1 bash scripts/dev/host_triton.sh`` (runN.json:
+the fixed triton suite; spinN.json: the spin pair as is; slowN.json: 5 % slower). Every DIR in
+turn gives the baselines (``apex-bench baseline emit`` of its runN and of its spinN), and every
+report of the other DIRs is compared against them with ``apex-bench compare`` (its default rule,
+normalization on): triton and spin are A/A comparisons (a failure is a false alarm), slow is the
+planted slowdown (a failure is a catch). Prints one line per baseline machine and kind.
+Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower"}
+
+
+def apex(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from apex_core.cli.main import main; main()", *args], capture_output=True, text=True)
+
+
+def emit(reports: list[Path], out: Path, min_effect: str | None) -> Path:
+    extra = ["--min-effect", min_effect] if min_effect else []
+    done = apex("baseline", "emit", "--from", *map(str, reports), "--output", str(out), *extra)
+    if done.returncode:
+        raise SystemExit(f"baseline emit failed for {reports[0].parent}: {done.stderr.strip()}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--min-effect")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        for base_dir in args.dirs:
+            baselines = {
+                kind: emit(sorted(base_dir.glob(f"{kind}*.json")), Path(scratch) / f"{base_dir.name}-{kind}.json",
+                           args.min_effect)
+                for kind in ("run", "spin")
+            }
+            others = [d for d in args.dirs if d != base_dir]
+            for kind, label in KINDS.items():
+                baseline = baselines["spin" if kind == "slow" else kind]
+                outcomes, ratios = [], []
+                summary = Path(scratch) / "summary.json"
+                for other in others:
+                    for report in sorted(other.glob(f"{kind}*.json")):
+                        done = apex("compare", "--baseline", str(baseline), "--current", str(report), "--quiet",
+                                    "--summary", str(summary))
+                        outcomes.append(f"{other.name}/{report.stem}:{'FAIL' if done.returncode else 'pass'}"
+                                        + ("" if done.returncode in (0, 1) else f"(exit {done.returncode})"))
+                        ratios += [c["current_ms"] / c["baseline_ms"] for c in json.loads(summary.read_text())["checks"]
+                                   if c["metric"].endswith("/p50_ms") and c.get("current_ms")]
+                fails = sum("FAIL" in o for o in outcomes)
+                spread = f"p50 current/baseline {min(ratios):.3f}-{max(ratios):.3f}, median {statistics.median(ratios):.3f}"
+                print(f"baseline {base_dir.name} ({kind}): {label}: {fails} of {len(outcomes)} failed; {spread}  "
+                      + " ".join(outcomes))
+
+
+if __name__ == "__main__":
+    main()
