@@ -177,3 +177,9 @@ def strict_failures(cells: list[CellResult], environment: dict[str, Any], config
     """One line per cell whose flags fail a ``--strict`` run."""
     bad = ((cell, [f for f in cell_flags(cell, environment, config) if f in STRICT_FLAGS]) for cell in cells)
     return [f"{cell.key}: {', '.join(flags)}" for cell, flags in bad if flags]
+
+
+def cut_short_words(status: str) -> str:
+    """How a run that did not complete ended, in the words of both renderers: a report whose last
+    write still said "running" is a killed run's, which never ended."""
+    return "the run was interrupted" if status == "interrupted" else "the run never ended"

@@ -12,7 +12,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from apex_core.errors import plural
-from apex_core.report.flags import NOT_THE_WORK, FlagFacts, cell_flags, flag_note, is_launch_bound
+from apex_core.report.flags import (
+    NOT_THE_WORK,
+    FlagFacts,
+    cell_flags,
+    cut_short_words,
+    flag_note,
+    is_launch_bound,
+)
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status, Telemetry
 
 REFERENCE_BACKEND = "torch-reference"
@@ -196,9 +203,7 @@ def _never_started_text(report: Report) -> str:
     if report.status == "complete" or not isinstance(planned, int) or planned <= len(report.cells):
         return ""
     never = planned - len(report.cells)
-    # "running" is what a killed run's last write said: it never ended
-    why = "the run was interrupted" if report.status == "interrupted" else "the run never ended"
-    return f"; {never} of {planned} planned cells never started ({why})"
+    return f"; {never} of {planned} planned cells never started ({cut_short_words(report.status)})"
 
 
 def _not_run_lines(skipped: dict[str, list[CellResult]]) -> list[str]:

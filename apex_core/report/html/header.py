@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.measure.device_fingerprint import ecc_words
+from apex_core.report.flags import cut_short_words
 from apex_core.report.html.cells import Cell
 from apex_core.report.html.numbers import Q, number
 from apex_core.report.html.svg import esc
@@ -94,9 +95,8 @@ def status_chips(record: Mapping[str, Any], doc: str) -> str:
     planned, cells = Q.at(record, doc, "config", "cells_planned"), Q.at(record, doc, "summary", "cells")
     if record.get("status") != "complete" and planned is not None and cells is not None \
             and planned.value > cells.value:  # the rest never started
-        why = "was interrupted" if record.get("status") == "interrupted" else "never ended"  # running: killed
-        chips.append(f'<span class="chip status-skipped">of {number(planned)} planned: the run {why} '
-                     'before the rest started</span>')
+        chips.append(f'<span class="chip status-skipped">of {number(planned)} planned: '
+                     f'{cut_short_words(str(record.get("status")))} before the rest started</span>')
     return '<div class="chips">' + "".join(chips) + "</div>"
 
 
