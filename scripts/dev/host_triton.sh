@@ -14,10 +14,12 @@ mkdir -p "$out"
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
 [ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
 spin=(--workloads test-spin-pair --backends test-working --no-energy)
+# the built-in workloads by name: with SPIN=1 the test plugin is installed and would join the suite
+suite=(--workloads fusiongate,tile-stage1,tilepack,tilessm-scan,tileunpack,ff-infer)
 nvidia-smi --query-gpu=name,uuid,pci.bus_id,clocks.max.sm,temperature.gpu --format=csv >>"$out/env.txt"
 for r in $(seq 1 "$runs"); do
     start=$(date +%s)
-    timeout 240 apex-bench --quiet --no-history --device cuda --backends triton --dtype fp16 \
+    timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \
         --output-json "$out/run$r.json" > "$out/run$r.out" 2>&1
     echo "run$r exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
     [ "${SPIN:-0}" = 1 ] || continue
