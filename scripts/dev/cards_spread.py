@@ -1,29 +1,39 @@
 """The spread of one build's cells over the cards of scripts/dev/cards_gpu.sh, raw and normalized.
 
-Reads DIR/card{i}-{kind}-{round}.json; per cell, each card's p50 is the median over its rounds;
-the normalized p50 is card i's scaled to card 0 by apex_core.baseline.normalize (the factor a
-comparison with card 0's baseline would apply). Prints one row per cell and each card's figures.
-Usage: python scripts/dev/cards_spread.py DIR [KIND ...]  (kinds: triton, spin, slow)
+Reads DIR/card{i}-{kind}-{round}.json, or, given several DIRs, each one machine's reports from
+scripts/dev/host_triton.sh (runN.json: triton; spinN.json, slowN.json) as card i. Per cell, each
+card's p50 is the median over its rounds; the normalized p50 is card i's scaled to card 0 by
+apex_core.baseline.normalize (the factor a comparison with card 0's baseline would apply). Prints
+one row per cell and each card's figures.
+Usage: python scripts/dev/cards_spread.py DIR [DIR ...] [--kinds triton,spin,slow]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from apex_core.baseline.normalize import CellTiming, card_of_report, gbps_of, scaling
 
+HOST_KINDS = {"run": "triton", "spin": "spin", "slow": "slow"}  # host_triton.sh's report names
 
-def main(folder: Path, kinds: list[str]) -> None:
+
+def main(folders: list[Path], kinds: list[str]) -> None:
     runs: dict[tuple[str, int], list[dict]] = defaultdict(list)
-    for path in sorted(folder.glob("card*-*-*.json")):
-        found = re.fullmatch(r"card(\d+)-(\w+)-(\d+)\.json", path.name)
-        if found and found[2] in kinds:
-            runs[(found[2], int(found[1]))].append(json.loads(path.read_text()))
+    if len(folders) == 1:
+        for path in sorted(folders[0].glob("card*-*-*.json")):
+            found = re.fullmatch(r"card(\d+)-(\w+)-(\d+)\.json", path.name)
+            if found and found[2] in kinds:
+                runs[(found[2], int(found[1]))].append(json.loads(path.read_text()))
+    for card, folder in enumerate(folders if len(folders) > 1 else []):
+        for path in sorted(folder.glob("*.json")):
+            found = re.fullmatch(r"(run|spin|slow)\d+\.json", path.name)
+            if found and HOST_KINDS[found[1]] in kinds:
+                runs[(HOST_KINDS[found[1]], card)].append(json.loads(path.read_text()))
     for (kind, card), reports in sorted(runs.items()):
         c = card_of_report(reports[0])
         figures = [(x.copy_gbps or 0, x.sm_clock_mhz or 0) for r in reports if (x := card_of_report(r))]
@@ -61,4 +71,8 @@ def main(folder: Path, kinds: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2:] or ["triton", "spin", "slow"])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--kinds", default="triton,spin,slow")
+    args = parser.parse_args()
+    main(args.folders, args.kinds.split(","))

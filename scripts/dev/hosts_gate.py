@@ -22,8 +22,11 @@ from pathlib import Path
 KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower"}
 
 
+CLI = "from apex_core.cli.main import main; main()"
+
+
 def apex(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from apex_core.cli.main import main; main()", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True)
 
 
 def emit(reports: list[Path], out: Path, min_effect: str | None) -> Path:
@@ -34,6 +37,17 @@ def emit(reports: list[Path], out: Path, min_effect: str | None) -> Path:
     return out
 
 
+def compare(baseline: Path, report: Path, summary: Path) -> tuple[str, list[float]]:
+    """'pass' or 'FAIL' (with any other exit code), and the p50 checks' current / baseline."""
+    done = apex("compare", "--baseline", str(baseline), "--current", str(report), "--quiet",
+                "--summary", str(summary))
+    outcome = ("FAIL" if done.returncode else "pass") + ("" if done.returncode in (0, 1) else
+                                                         f"(exit {done.returncode})")
+    checks = json.loads(summary.read_text())["checks"] if summary.exists() else []
+    return outcome, [c["current_ms"] / c["baseline_ms"] for c in checks
+                     if c["metric"].endswith("/p50_ms") and c.get("current_ms")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="+", type=Path)
@@ -41,28 +55,23 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         for base_dir in args.dirs:
-            baselines = {
-                kind: emit(sorted(base_dir.glob(f"{kind}*.json")), Path(scratch) / f"{base_dir.name}-{kind}.json",
-                           args.min_effect)
-                for kind in ("run", "spin")
-            }
-            others = [d for d in args.dirs if d != base_dir]
+            baselines = {kind: emit(sorted(base_dir.glob(f"{kind}*.json")),
+                                    Path(scratch) / f"{base_dir.name}-{kind}.json", args.min_effect)
+                         for kind in ("run", "spin")}
             for kind, label in KINDS.items():
-                baseline = baselines["spin" if kind == "slow" else kind]
                 outcomes, ratios = [], []
-                summary = Path(scratch) / "summary.json"
-                for other in others:
+                for other in (d for d in args.dirs if d != base_dir):
                     for report in sorted(other.glob(f"{kind}*.json")):
-                        done = apex("compare", "--baseline", str(baseline), "--current", str(report), "--quiet",
-                                    "--summary", str(summary))
-                        outcomes.append(f"{other.name}/{report.stem}:{'FAIL' if done.returncode else 'pass'}"
-                                        + ("" if done.returncode in (0, 1) else f"(exit {done.returncode})"))
-                        ratios += [c["current_ms"] / c["baseline_ms"] for c in json.loads(summary.read_text())["checks"]
-                                   if c["metric"].endswith("/p50_ms") and c.get("current_ms")]
+                        summary = Path(scratch) / "summary.json"
+                        summary.unlink(missing_ok=True)
+                        outcome, found = compare(baselines["spin" if kind == "slow" else kind], report, summary)
+                        outcomes.append(f"{other.name}/{report.stem}:{outcome}")
+                        ratios += found
                 fails = sum("FAIL" in o for o in outcomes)
-                spread = f"p50 current/baseline {min(ratios):.3f}-{max(ratios):.3f}, median {statistics.median(ratios):.3f}"
-                print(f"baseline {base_dir.name} ({kind}): {label}: {fails} of {len(outcomes)} failed; {spread}  "
-                      + " ".join(outcomes))
+                spread = (f"p50 current/baseline {min(ratios):.3f}-{max(ratios):.3f}, "
+                          f"median {statistics.median(ratios):.3f}") if ratios else "no p50 checks"
+                print(f"baseline {base_dir.name} ({kind}): {label}: {fails} of {len(outcomes)} failed; "
+                      f"{spread}  " + " ".join(outcomes))
 
 
 if __name__ == "__main__":
