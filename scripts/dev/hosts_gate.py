@@ -5,7 +5,8 @@ the fixed triton suite; spinN.json: the spin pair as is; slowN.json: 5 % slower)
 turn gives the baselines (``apex-bench baseline emit`` of its runN and of its spinN), and every
 report of the other DIRs is compared against them with ``apex-bench compare`` (its default rule,
 normalization on): triton and spin are A/A comparisons (a failure is a false alarm), slow is the
-planted slowdown (a failure is a catch). Prints one line per baseline machine and kind.
+planted slowdown (a failure is a catch); "scaled" is each triton report with every sample and
+statistic x1.05, a synthetic slowdown of every cell. Prints one line per baseline machine and kind.
 Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F]
 """
 
@@ -19,7 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower"}
+KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower",
+         "scaled": "triton, samples x1.05 (synthetic)"}
+SYNTHETIC = 1.05
 
 
 CLI = "from apex_core.cli.main import main; main()"
@@ -48,6 +51,17 @@ def compare(baseline: Path, report: Path, summary: Path) -> tuple[str, list[floa
                      if c["metric"].endswith("/p50_ms") and c.get("current_ms")]
 
 
+def scaled_copy(report: Path, out: Path) -> Path:
+    """The report with every cell's samples and time statistics multiplied by SYNTHETIC."""
+    record = json.loads(report.read_text())
+    for cell in record["benchmarks"]:
+        cell["samples_ms"] = [x * SYNTHETIC for x in cell.get("samples_ms") or ()]
+        cell["stats"] = {k: v * SYNTHETIC if k.endswith("_ms") and v is not None else v
+                         for k, v in (cell.get("stats") or {}).items()} or None
+    out.write_text(json.dumps(record))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="+", type=Path)
@@ -61,10 +75,13 @@ def main() -> None:
             for kind, label in KINDS.items():
                 outcomes, ratios = [], []
                 for other in (d for d in args.dirs if d != base_dir):
-                    for report in sorted(other.glob(f"{kind}*.json")):
+                    for report in sorted(other.glob(f"{'run' if kind == 'scaled' else kind}*.json")):
                         summary = Path(scratch) / "summary.json"
                         summary.unlink(missing_ok=True)
-                        outcome, found = compare(baselines["spin" if kind == "slow" else kind], report, summary)
+                        if kind == "scaled":
+                            report = scaled_copy(report, Path(scratch) / report.name)
+                        baseline = baselines[{"slow": "spin", "scaled": "run"}.get(kind, kind)]
+                        outcome, found = compare(baseline, report, summary)
                         outcomes.append(f"{other.name}/{report.stem}:{outcome}")
                         ratios += found
                 fails = sum("FAIL" in o for o in outcomes)
