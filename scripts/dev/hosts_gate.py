@@ -25,7 +25,7 @@ KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower",
 SYNTHETIC = 1.05
 
 
-CLI = "from apex_core.cli.main import main; main()"
+CLI = "import sys; from apex_core.cli.main import main; sys.exit(main())"  # main() returns the exit code
 
 
 def apex(*args: str) -> subprocess.CompletedProcess:
