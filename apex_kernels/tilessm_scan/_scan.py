@@ -47,6 +47,24 @@ def _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry, C, 
 
 
 @triton.jit
+def _scan_tile_both(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, carry_f, carry_b, C, CLAMP):
+    """Forward and backward states of one tile, from one read of its tokens: the backward scan is
+    ``associative_scan(..., reverse=True)`` (the flip-scan-flip of the same maps), so no reversed
+    read or flipped copy exists. ``carry_b`` is the state entering the tile from its end."""
+    a, b = _drive(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, C, CLAMP)
+    af, bf = tl.associative_scan((a, b), 0, _affine_combine)
+    ab, bb = tl.associative_scan((a, b), 0, _affine_combine, reverse=True)
+    return bf + af * carry_f[None, :], bb + ab * carry_b[None, :]
+
+
+@triton.jit
+def _first_row(s, BLOCK_K: tl.constexpr):
+    # the backward state after the tile: its first row (a tile's padding is only at its end)
+    rows = tl.arange(0, BLOCK_K)
+    return tl.sum(tl.where((rows == 0)[:, None], s, 0.0), axis=0)
+
+
+@triton.jit
 def _last_row(s, BLOCK_K: tl.constexpr):
     # the state after the tile: identity padding makes the last row the last valid state
     rows = tl.arange(0, BLOCK_K)

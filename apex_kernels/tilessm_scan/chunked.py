@@ -6,12 +6,12 @@ of ``BLOCK_K`` steps, carrying the state from chunk to chunk in registers (``s =
 
 The backward direction reads the chunk with reversed row indices (row i holds step
 ``start + BLOCK_K - 1 - i``), so no flipped copy exists anywhere; padding rows are
-identity maps and, reversed, they sit before the valid steps. Bidirectional keeps both
-scans of a chunk in registers and flips the backward tile back with ``tl.flip`` before
-the merge and the single store of y. When K spans several chunks, a first sweep stores
-the forward carry at each chunk start into a small ``[B, chunks, C]`` scratch; the
-second, backward sweep rescans each chunk forward from its stored carry, so tokens are
-read twice but y is never re-read.
+identity maps and, reversed, they sit before the valid steps. Bidirectional reads each
+chunk once and scans it both ways in registers (the backward one a reverse
+``associative_scan`` of the same maps) before the merge and the single store of y. When
+K spans several chunks, a first sweep stores the forward carry at each chunk start into a
+small ``[B, chunks, C]`` scratch; the second, backward sweep rescans each chunk forward
+from its stored carry, so tokens are read twice but y is never re-read.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ import triton.language as tl
 from apex_kernels._utils import KernelLaunch, autotune_configs, pin_config
 from apex_kernels.tilessm_scan._scan import (
     _channel_params,
+    _first_row,
     _last_row,
     _scan_tile,
+    _scan_tile_both,
     _store_merged,
     scan_config,
 )
@@ -92,25 +94,19 @@ def _bidirectional(tok_ptr, y_ptr, sf_ptr, sb_ptr, carry_ptr, offs_c, mask_c, d,
                        C, CLAMP)
         carry_f = _last_row(s, BLOCK_K)
     tl.debug_barrier()  # carries stored by one thread are read back by another
-    # sweep 2, last chunk first: backward scan, forward rescan, merge, store
+    # sweep 2, last chunk first: one read of the chunk, forward rescan and backward scan, merge, store
     carry_b = init
     for jj in range(0, n_chunks):
         j = n_chunks - 1 - jj
         stored = tl.load(carry_ptr + j * C + offs_c, mask=mask_c & (jj > 0), other=0.0)
         start_f = tl.where(jj == 0, carry_f, stored)
         times = j * BLOCK_K + rows
-        valid = times < K
-        s_f = _scan_tile(tok_ptr, times, valid, offs_c, mask_c, d, gain, sbias, start_f,
-                         C, CLAMP)
+        s_f, s_b = _scan_tile_both(tok_ptr, times, times < K, offs_c, mask_c, d, gain, sbias, start_f,
+                                   carry_b, C, CLAMP)
         # the final forward state is the last row of the last chunk, scanned at jj == 0
         tl.store(sf_ptr + offs_c, _last_row(s_f, BLOCK_K), mask=mask_c & (jj == 0))
-        times_r = j * BLOCK_K + (BLOCK_K - 1 - rows)
-        s_r = _scan_tile(tok_ptr, times_r, times_r < K, offs_c, mask_c, d, gain, sbias,
-                         carry_b, C, CLAMP)
-        carry_b = _last_row(s_r, BLOCK_K)
-        # row i of s_r is step start + BLOCK_K - 1 - i
-        _store_merged(y_ptr, times, s_f, tl.flip(s_r, 0), ogain, gate, offs_c, mask_c, K, C,
-                      MERGE)
+        carry_b = _first_row(s_b, BLOCK_K)
+        _store_merged(y_ptr, times, s_f, s_b, ogain, gate, offs_c, mask_c, K, C, MERGE)
     tl.store(sb_ptr + offs_c, carry_b, mask=mask_c)
 
 
