@@ -1,10 +1,10 @@
 """Triton ff-infer: the two-level tile-refinement step from small Triton kernels plus cuBLAS.
 
-One call is 18 launches with no host synchronisation, so it can be captured in a CUDA
+One call is 14 launches with no host synchronisation, so it can be captured in a CUDA
 graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), the
 fusion gate run first on (features, features), which writes alpha and a fused map equal
 to features, then per level a tile-mean kernel, the tilessm-scan kernel, the token MLP
-on cuBLAS (linear, ReLU, linear), a modulate + depthwise 3x3 kernel, the pointwise mix
+in one kernel (both GEMMs, biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix
 on cuBLAS (one GEMM, bias fused) and a group-norm + gated-ReLU + residual kernel that
 writes the refined tiles straight into the fused map. Level 0 overrides its tiles;
 level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
@@ -28,17 +28,20 @@ from apex_kernels._utils import (
     check_dtype,
     check_tensors,
     dtype_name,
+    interpreting,
     pin_config,
 )
 from apex_kernels.ff_infer.kernels import (
     DW_CONFIGS,
     MEAN_CONFIGS,
+    MLP_CONFIGS,
     NORM_CONFIGS,
     SELECT_BLOCK,
     _modulate_dw_kernel,
     _norm_gate_kernel,
     _select_kernel,
     _tile_mean_kernel,
+    _token_mlp_kernel,
 )
 
 # A program holds one tile's pixels for BLOCK_C channels: 32 x 32 pixels (t = 16) at most.
@@ -105,15 +108,19 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         return (n, meta["CSPLIT"])
 
     def bound(kernel: Any, configs: list[triton.Config], grid: Any, args: tuple,
-              meta: dict[str, Any]) -> KernelLaunch:
+              meta: dict[str, Any], shape: dict[str, int] = tile) -> KernelLaunch:
         kernel, pinned = _pinned(kernel, configs, config_index)
-        return KernelLaunch("ff-infer", kernel, grid, args, {**tile, **meta, **pinned}, bucket,
+        return KernelLaunch("ff-infer", kernel, grid, args, {**shape, **meta, **pinned}, bucket,
                             pinned or None)
 
     # the MLP and the mix write into buffers allocated once, so every launch is bound once
     gamma_beta = torch.empty((n, 2 * c), dtype=src.dtype, device=src.device)  # gamma, then beta
-    hidden = torch.empty((n, w["mlp_w1"].shape[0]), dtype=src.dtype, device=src.device)
     mixed = torch.empty((n * pixels, c), dtype=src.dtype, device=src.device)
+    hid = w["mlp_w1"].shape[0]
+    ieee = src.dtype == torch.float32 or (interpreting() and src.dtype == torch.bfloat16)
+    mlp = bound(_token_mlp_kernel, MLP_CONFIGS, lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),),
+                (scanned, w["mlp_w1"], w["mlp_b1"], w["mlp_w2"], w["mlp_b2"], gamma_beta, n, c, hid),
+                {"HP": max(16, triton.next_power_of_2(hid)), "IEEE": ieee}, shape={})
     mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
                  (src, ids, tokens, c, h, width, k), {})
     dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
@@ -122,20 +129,18 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
                  (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
                   c, h, width, k, norm_eps), {"BLEND": alpha is not None})
     scan_fn = scan.run
-    w1, b1, w2, b2 = w["mlp_w1"].t(), w["mlp_b1"], w["mlp_w2"].t(), w["mlp_b2"]
     pw, pw_bias = w["pw_weight"].t(), w["pw_bias"]
 
     def run() -> None:
         mean()
         scan_fn()
-        # addmm is what F.linear runs for 2-D inputs with a bias: the same cuBLAS GEMM
-        torch.addmm(b1, scanned, w1, out=hidden).relu_()
-        torch.addmm(b2, hidden, w2, out=gamma_beta)
+        mlp()
         dw()
+        # addmm is what F.linear runs for 2-D inputs with a bias: the same cuBLAS GEMM
         torch.addmm(pw_bias, depthwise, pw, out=mixed)
         norm()
 
-    launches = [mean, *scan.launches, dw, norm]
+    launches = [mean, *scan.launches, mlp, dw, norm]
     return run, launches, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
@@ -178,7 +183,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     ``level_weight_shapes`` names them; gate scalars ``wb``, ``wu``, ``bias`` 0-dim. Level 0
     refines the top ``level0_tiles`` tiles, level 1 the four children of the best
     ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
-    config ``i`` (mod each list) of this module's three autotuned kernels.
+    config ``i`` (mod each list) of this module's four autotuned kernels.
     """
     n0 = (features.shape[2] // (2 * tile_size)) * (features.shape[3] // (2 * tile_size))
     b = features.shape[0]
@@ -215,7 +220,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
         return outputs
 
     launches = (select, *gate.launches, *launches0, *launches1)
-    metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 18,
+    metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 14,
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index}
     return Launcher(run, outputs, launches, metadata)

@@ -1,4 +1,5 @@
-"""ff-infer's own Triton kernels: tile selection, tile means, modulate + depthwise, norm + gate.
+"""ff-infer's own Triton kernels: tile selection, tile means, the token MLP, modulate + depthwise,
+norm + gate.
 
 The selection kernel ranks utilities pairwise (ties: the lower index first), so a frame's
 top-k needs no sort and no host synchronisation.
@@ -31,6 +32,10 @@ NORM_CONFIGS = [_cfg(4, BLOCK_C=8, CSPLIT=1), _cfg(4, BLOCK_C=16, CSPLIT=1),
                 _cfg(8, BLOCK_C=32, CSPLIT=1), _cfg(8, BLOCK_C=32, CSPLIT=2),
                 _cfg(16, BLOCK_C=64, CSPLIT=1), _cfg(4, BLOCK_C=16, CSPLIT=2),
                 _cfg(4, BLOCK_C=8, CSPLIT=4)]
+# the token MLP: a level has 20 to 32 tokens at the fixed profile (one or two programs of 16
+# rows), thousands at the large one; tl.dot wants every block dimension >= 16
+MLP_CONFIGS = [_cfg(4, BLOCK_N=16, BLOCK_K=32, BLOCK_O=64), _cfg(4, BLOCK_N=32, BLOCK_K=64, BLOCK_O=64),
+               _cfg(8, BLOCK_N=64, BLOCK_K=64, BLOCK_O=128), _cfg(4, BLOCK_N=16, BLOCK_K=64, BLOCK_O=128)]
 
 
 @triton.jit
@@ -114,6 +119,45 @@ def _tile_mean_kernel(src_ptr, ids_ptr, tok_ptr, C, H, W, K,
     x = tl.load(src_ptr + img + offs_c[:, None] * (H * W) + pix[None, :], mask=mask, other=0.0)
     mean = tl.sum(x.to(tl.float32), axis=1) / (S * S)
     tl.store(tok_ptr + n * C + offs_c, mean.to(tok_ptr.dtype.element_ty), mask=offs_c < C)
+
+
+@triton.jit
+def _dot(a, b, acc, IEEE: tl.constexpr):
+    # IEEE: in float32 without TF32, as cuBLAS multiplies float32 for torch (and bf16 in the
+    # interpreter, whose tl.dot misreads bf16 operands); else on the tensor cores
+    if IEEE:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc)
+
+
+@triton.autotune(configs=autotune_configs(MLP_CONFIGS), key=["N", "C", "HID"])
+@triton.jit
+def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
+                      HP: tl.constexpr, IEEE: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr):
+    """out[n] = relu(x[n] @ w1.T + b1) @ w2.T + b2 for BLOCK_N tokens: both GEMMs, the biases
+    and the ReLU in one launch, the hidden layer rounded to the data dtype as F.linear leaves it."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_n = rows < N
+    h = tl.arange(0, HP)
+    mask_h = h < HID
+    acc = tl.zeros([BLOCK_N, HP], dtype=tl.float32)
+    for k0 in range(0, C, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + rows[:, None].to(tl.int64) * C + k[None, :],
+                    mask=mask_n[:, None] & (k < C)[None, :], other=0.0)
+        w1 = tl.load(w1_ptr + h[None, :] * C + k[:, None], mask=mask_h[None, :] & (k < C)[:, None], other=0.0)
+        acc = _dot(x, w1, acc, IEEE)
+    b1 = tl.load(b1_ptr + h, mask=mask_h, other=0.0).to(tl.float32)
+    hidden = tl.maximum(acc + b1[None, :], 0.0).to(x_ptr.dtype.element_ty)
+    for o0 in range(0, 2 * C, BLOCK_O):
+        o = o0 + tl.arange(0, BLOCK_O)
+        mask_o = o < 2 * C
+        w2 = tl.load(w2_ptr + o[None, :] * HID + h[:, None], mask=mask_h[:, None] & mask_o[None, :], other=0.0)
+        out = _dot(hidden, w2, tl.zeros([BLOCK_N, BLOCK_O], dtype=tl.float32), IEEE)
+        out += tl.load(b2_ptr + o, mask=mask_o, other=0.0).to(tl.float32)[None, :]
+        tl.store(out_ptr + rows[:, None].to(tl.int64) * (2 * C) + o[None, :], out.to(out_ptr.dtype.element_ty),
+                 mask=mask_n[:, None] & mask_o[None, :])
 
 
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])

@@ -54,7 +54,7 @@ def test_other_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
 
 
 @pytest.mark.parametrize("index", range(max(map(len, (kernels.MEAN_CONFIGS, kernels.DW_CONFIGS,
-                                                      kernels.NORM_CONFIGS)))))
+                                                      kernels.NORM_CONFIGS, kernels.MLP_CONFIGS)))))
 def test_every_config_covers_the_output(index: int) -> None:
     # The interpreter autotunes over the first config only: pin config i of each kernel.
     check_launcher({**SMALL, "channels": 37, "tile_size": 4, "batch": 1}, "fp32", calls=1,
@@ -104,8 +104,8 @@ def test_autotune_entries_list_one_call_s_launches() -> None:
     launches: dict[str, int] = {}
     for entry in autotune_entries(launcher.launches, before):
         launches[entry["op_name"]] = launches.get(entry["op_name"], 0) + entry["launches"]
-    # per call: selection + 3 kernels per level, a scan per level, the gate once
-    assert launches == {"ff-infer": 7, "tilessm-scan": 2, "fusiongate": 1}
+    # per call: selection + 4 kernels per level (mean, MLP, depthwise, norm), a scan per level, the gate
+    assert launches == {"ff-infer": 9, "tilessm-scan": 2, "fusiongate": 1}
     assert sum(launches.values()) == launcher.metadata["triton_launches"]
 
 
