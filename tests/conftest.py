@@ -15,7 +15,11 @@ import pytest
 # TRITON_INTERPRET when a kernel is decorated, so it is set here, before any test module
 # imports triton, and it is the same for every test whatever the order the tests run in: a
 # test that needs it off passes its own environment to the process it starts.
-os.environ["TRITON_INTERPRET"] = "1"
+# On a GPU machine APEX_TEST_KERNEL_DEVICE=cuda compiles the kernels instead and runs the
+# kernel tests' calls there (tests/apex_kernels, through repeated_calls.py): every
+# configuration the tests pin, checked on the device (docs/kernels.md).
+KERNEL_DEVICE = os.environ.get("APEX_TEST_KERNEL_DEVICE", "cpu")
+os.environ["TRITON_INTERPRET"] = "0" if KERNEL_DEVICE == "cuda" else "1"
 # A run records itself in $APEX_BENCH_HISTORY, else artifacts/history.sqlite under the folder it
 # runs in: tests that run the CLI from the checkout would write into its history. Every test
 # process gets a history of its own; a test about the default path names its own environment.

@@ -7,6 +7,7 @@ for one configuration only, or a launcher that reads stale inputs, fails on a la
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from apex_core.interfaces import Workload
 from apex_core.results import Case
 
 Mutate = Callable[[dict[str, torch.Tensor]], None]
+DEVICE = os.environ.get("APEX_TEST_KERNEL_DEVICE", "cpu")  # cuda: compiled, on a GPU (tests/conftest.py)
 
 
 def check_repeated_calls(workload: Workload, case: Case, dtype_name: str, bind: Callable,
@@ -26,13 +28,13 @@ def check_repeated_calls(workload: Workload, case: Case, dtype_name: str, bind: 
     """Bind the case (``bind(workload, case, inputs, **options)``, as the triton backend
     does), run it ``calls`` times and compare each result; returns the launcher's metadata."""
     dtype = DTYPES[dtype_name]
-    inputs = workload.make_inputs(case, "cpu", dtype, seed=build_seed)
+    inputs = workload.make_inputs(case, DEVICE, dtype, seed=build_seed)
     launcher = bind(workload, case, inputs, **options)
     fn, outputs, metadata = launcher.run, launcher.outputs, launcher.metadata
     json.dumps(metadata)  # the backend stores it in the report
     buffers = {name: t.data_ptr() for name, t in outputs.items()}
     for call in range(calls):
-        fresh = workload.make_inputs(case, "cpu", dtype, seed=first_seed + call)
+        fresh = workload.make_inputs(case, DEVICE, dtype, seed=first_seed + call)
         if mutate is not None:
             mutate(fresh)
         workload.validate_inputs(case, fresh)
