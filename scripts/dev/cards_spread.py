@@ -5,7 +5,7 @@ scripts/dev/host_triton.sh (runN.json: triton; spinN.json, slowN.json) as card i
 card's p50 is the median over its rounds; the normalized p50 is card i's scaled to card 0 by
 apex_core.baseline.normalize (the factor a comparison with card 0's baseline would apply). Prints
 one row per cell and each card's figures.
-Usage: python scripts/dev/cards_spread.py DIR [DIR ...] [--kinds triton,spin,slow]
+Usage: python scripts/dev/cards_spread.py DIR [DIR ...] [--kinds triton,variant,spin,slow]
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from apex_core.baseline.normalize import CellTiming, card_of_report, gbps_of, scaling
 
-HOST_KINDS = {"run": "triton", "spin": "spin", "slow": "slow"}  # host_triton.sh's report names
+# host_triton.sh's report names: runN the suite, varN the suite with VARIANT's arguments
+HOST_KINDS = {"run": "triton", "var": "variant", "spin": "spin", "slow": "slow"}
 
 
 def main(folders: list[Path], kinds: list[str]) -> None:
@@ -31,7 +32,7 @@ def main(folders: list[Path], kinds: list[str]) -> None:
                 runs[(found[2], int(found[1]))].append(json.loads(path.read_text()))
     for card, folder in enumerate(folders if len(folders) > 1 else []):
         for path in sorted(folder.glob("*.json")):
-            found = re.fullmatch(r"(run|spin|slow)\d+\.json", path.name)
+            found = re.fullmatch(r"(run|var|spin|slow)\d+\.json", path.name)
             if found and HOST_KINDS[found[1]] in kinds:
                 runs[(HOST_KINDS[found[1]], card)].append(json.loads(path.read_text()))
     for (kind, card), reports in sorted(runs.items()):
@@ -73,6 +74,6 @@ def main(folders: list[Path], kinds: list[str]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--kinds", default="triton,spin,slow")
+    parser.add_argument("--kinds", default="triton,variant,spin,slow")
     args = parser.parse_args()
     main(args.folders, args.kinds.split(","))

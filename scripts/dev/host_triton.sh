@@ -5,8 +5,10 @@
 # plugin's spin pair as is and 5 % slower (a real planted slowdown, for the gate across hosts:
 # a baseline from one machine's runs, `apex-bench compare` of the others'). Run it on fresh
 # machines, one call each (about 40 s a round, 50 s with SPIN=1, after a minute's start),
-# and compare with `python scripts/dev/cards_spread.py` over the reports.
-#   [SPIN=1] bash scripts/dev/host_triton.sh OUT [RUNS]
+# and compare with `python scripts/dev/cards_spread.py` over the reports. VARIANT="ARGS" adds a
+# second suite process to each round with those apex-bench arguments (e.g. "--placements 16"),
+# written as varN.json, so one set of machines compares a way of measuring with the default.
+#   [SPIN=1] [VARIANT="ARGS"] bash scripts/dev/host_triton.sh OUT [RUNS]
 dest=${1:?OUT folder}
 runs=${2:-2}
 out=/tmp/host  # packed into DEST/host.tgz at the end: only a few files come back from a call
@@ -22,6 +24,12 @@ for r in $(seq 1 "$runs"); do
     timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \
         --output-json "$out/run$r.json" > "$out/run$r.out" 2>&1
     echo "run$r exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
+    if [ -n "${VARIANT:-}" ]; then
+        # shellcheck disable=SC2086  # VARIANT is a list of arguments
+        timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \
+            $VARIANT --output-json "$out/var$r.json" > "$out/var$r.out" 2>&1
+        echo "var$r ($VARIANT) exit $?" | tee -a "$out/env.txt"
+    fi
     [ "${SPIN:-0}" = 1 ] || continue
     apex-bench --quiet --no-history --device cuda "${spin[@]}" --output-json "$out/spin$r.json" >/dev/null 2>&1
     APEX_TEST_SPIN_SLOWDOWN=1.05 apex-bench --quiet --no-history --device cuda "${spin[@]}" \
