@@ -27,6 +27,15 @@ _HISTORY_FOLDER = Path(tempfile.mkdtemp(prefix="apex-bench-test-history-"))
 os.environ["APEX_BENCH_HISTORY"] = str(_HISTORY_FOLDER / "history.sqlite")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With the kernels compiled on a GPU, the tests that need the interpreter are skipped."""
+    if KERNEL_DEVICE == "cuda":
+        skip = pytest.mark.skip(reason="needs Triton's interpreter (APEX_TEST_KERNEL_DEVICE=cuda)")
+        for item in items:
+            if item.get_closest_marker("interpreter"):
+                item.add_marker(skip)
 PLUGIN_SOURCE = ROOT / "tests" / "plugins"
 
 

@@ -61,6 +61,7 @@ def test_every_config_covers_the_output(index: int) -> None:
                    config_index=index)
 
 
+@pytest.mark.interpreter
 def test_selection_kernel_matches_select_tiles() -> None:
     # 144 level-0 tiles and 70 parents: both ranking loops take several 64-wide blocks
     case = case_of({"batch": 2, "channels": 1, "height": 48, "width": 48, "tile_size": 2,
@@ -95,6 +96,7 @@ def test_rejects_inputs_it_would_misread() -> None:
         OP.bind(WORKLOAD, case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
 
 
+@pytest.mark.interpreter
 def test_autotune_entries_list_one_call_s_launches() -> None:
     case = case_of({})
     launcher = OP.bind(WORKLOAD, case, WORKLOAD.make_inputs(case, "cpu", torch.float32, 0))
@@ -109,6 +111,7 @@ def test_autotune_entries_list_one_call_s_launches() -> None:
     assert sum(launches.values()) == launcher.metadata["triton_launches"]
 
 
+@pytest.mark.interpreter
 def test_end_to_end_through_the_triton_backend() -> None:
     timing = apex_core.TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05)
     report = apex_core.run(workloads=["ff-infer"], backends=["triton"], device="cpu",

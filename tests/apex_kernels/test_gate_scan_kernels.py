@@ -203,6 +203,7 @@ def test_scan_rejects_a_clamp_beyond_float32() -> None:
         bind_scan(case, workload.make_inputs(case, "cpu", torch.float16, 0))
 
 
+@pytest.mark.interpreter
 def test_autotune_choices_are_read_after_the_calls() -> None:
     workload = TileSSMScan()
     case = workload.cases(workload.make_params("smoke"))[0]
@@ -219,6 +220,7 @@ def test_autotune_choices_are_read_after_the_calls() -> None:
     assert (entry["cache_hits"], entry["cache_misses"]) == (1, 0)  # one config: nothing tuned
 
 
+@pytest.mark.interpreter
 def test_a_pinned_config_is_reported_as_chosen_here() -> None:
     workload = TileSSMScan()
     case = workload.cases(workload.make_params("smoke", {"steps": 9}))[2]
@@ -234,6 +236,7 @@ def test_a_pinned_config_is_reported_as_chosen_here() -> None:
     assert entries[1]["selected_config"]["FOLD_K"] == segmented.MIN_FOLD_K
 
 
+@pytest.mark.interpreter
 def test_end_to_end_through_the_triton_backend() -> None:
     timing = apex_core.TimingOptions(warmup=1, min_iters=2, min_time_s=0, max_time_s=0.05)
     report = apex_core.run(workloads=["fusiongate", "tilessm-scan"], backends=["triton"],

@@ -108,6 +108,7 @@ def test_tileunpack_overlap_winner_map(shape: str, dtype_name: str,
         "_unpack_winner_map_kernel", "_row_band_runs_kernel, _winner_map_kernel")
 
 
+@pytest.mark.interpreter
 def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
     t, height, k = 4, 18, 7
     origins = torch.tensor([[[0, 0], [3, 1], [4, 2], [14, 0], [7, 7], [4, 9], [13, 3]],
@@ -258,6 +259,7 @@ def test_triton_backend_reports_fp8_unsupported() -> None:
     assert not support.ok and "fp8" in support.reason
 
 
+@pytest.mark.interpreter
 def test_end_to_end_through_the_triton_backend() -> None:
     report = apex_core.run(
         workloads=list(TILE_WORKLOADS), backends=["triton"], device="cpu", profile="smoke",
