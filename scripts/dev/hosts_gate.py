@@ -20,11 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-KINDS = {"run": "triton A/A", "spin": "spin A/A", "slow": "spin 5 % slower",
-         "scaled": "triton, samples x1.05 (synthetic)"}
+# kind: (what it is, the other hosts' reports it compares, the baseline it compares them with)
+KINDS = {"run": ("triton A/A", "run", "run"), "spin": ("spin A/A", "spin", "spin"),
+         "slow": ("spin 5 % slower", "slow", "spin"),
+         "scaled": ("triton, samples x1.05 (synthetic)", "run", "run")}
 SYNTHETIC = 1.05
-
-
 CLI = "import sys; from apex_core.cli.main import main; sys.exit(main())"  # main() returns the exit code
 
 
@@ -72,16 +72,15 @@ def main() -> None:
             baselines = {kind: emit(sorted(base_dir.glob(f"{kind}*.json")),
                                     Path(scratch) / f"{base_dir.name}-{kind}.json", args.min_effect)
                          for kind in ("run", "spin")}
-            for kind, label in KINDS.items():
+            for kind, (label, reports, against) in KINDS.items():
                 outcomes, ratios = [], []
                 for other in (d for d in args.dirs if d != base_dir):
-                    for report in sorted(other.glob(f"{'run' if kind == 'scaled' else kind}*.json")):
+                    for report in sorted(other.glob(f"{reports}*.json")):
                         summary = Path(scratch) / "summary.json"
                         summary.unlink(missing_ok=True)
                         if kind == "scaled":
                             report = scaled_copy(report, Path(scratch) / report.name)
-                        baseline = baselines[{"slow": "spin", "scaled": "run"}.get(kind, kind)]
-                        outcome, found = compare(baseline, report, summary)
+                        outcome, found = compare(baselines[against], report, summary)
                         outcomes.append(f"{other.name}/{report.stem}:{outcome}")
                         ratios += found
                 fails = sum("FAIL" in o for o in outcomes)
