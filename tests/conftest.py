@@ -27,6 +27,7 @@ _HISTORY_FOLDER = Path(tempfile.mkdtemp(prefix="apex-bench-test-history-"))
 os.environ["APEX_BENCH_HISTORY"] = str(_HISTORY_FOLDER / "history.sqlite")
 
 ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_SOURCE = ROOT / "tests" / "plugins"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,7 +37,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
             if item.get_closest_marker("interpreter"):
                 item.add_marker(skip)
-PLUGIN_SOURCE = ROOT / "tests" / "plugins"
 
 
 def install_plugin_package(source_dir: Path, tmp_path_factory: pytest.TempPathFactory, package: str) -> Path:
