@@ -7,7 +7,6 @@ for one configuration only, or a launcher that reads stale inputs, fails on a la
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +15,10 @@ import torch
 from apex_core.correctness import DTYPES, compare_outputs, poison_, upcast_inputs
 from apex_core.interfaces import Workload
 from apex_core.results import Case
+from tests.conftest import KERNEL_DEVICE
 
 Mutate = Callable[[dict[str, torch.Tensor]], None]
-DEVICE = os.environ.get("APEX_TEST_KERNEL_DEVICE", "cpu")  # cuda: compiled, on a GPU (tests/conftest.py)
+DEVICE = KERNEL_DEVICE  # "cuda": the kernels compiled and run on a GPU (tests/conftest.py)
 
 
 def check_repeated_calls(workload: Workload, case: Case, dtype_name: str, bind: Callable,
