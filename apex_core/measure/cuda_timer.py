@@ -20,6 +20,7 @@ import torch
 
 from apex_core.clocks import CudaEvent, elapsed_ms, perf_counter, perf_counter_ns
 from apex_core.measure.kernel_timer import KernelTimer
+from apex_core.measure.l2_flush import L2Flush
 from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
 from apex_core.measure.telemetry import Monitor, measure_telemetry
 from apex_core.measure.throttle import BatchWatch
@@ -61,14 +62,6 @@ def subtract_floor(timing: Timing, floor_ms: float) -> Timing:
     return attrs.evolve(timing, samples_ms=net, stats=summarize(net), floor_ms=floor_ms)
 
 
-def l2_flush_bytes(device_index: int = 0) -> int:
-    """Bytes of the buffer written before each cold sample: twice the device's L2 size."""
-    props = torch.cuda.get_device_properties(device_index)
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-    # 64 MiB is larger than the L2 of every current part; used only if the attribute is absent.
-    return 2 * l2 if l2 > 0 else 64 * 1024 * 1024
-
-
 def hold_timeout_s(warmup_host_s: list[float]) -> float:
     """The watchdog's timeout for one held sample, from the warm-up calls' host times."""
     slowest = max(warmup_host_s, default=0.0)
@@ -108,11 +101,7 @@ class CudaTimer:
         self.torch = torch
         self.options = options
         self.stream = torch.cuda.Stream()
-        self.flush_buffer = (
-            torch.empty(l2_flush_bytes(), dtype=torch.uint8, device="cuda")
-            if options.cache == "cold"
-            else None
-        )
+        self.flush = L2Flush.on_device() if options.cache == "cold" else None
         if not options.hold:
             hold = None
         if hold == "probe":
@@ -219,8 +208,7 @@ class CudaTimer:
         torch = self.torch
         with torch.cuda.stream(self.stream):
             if options.timer == "kernel":
-                flush = self.flush_buffer.zero_ if self.flush_buffer is not None else None
-                timer = KernelTimer(options, flush, watch=self.watching)
+                timer = KernelTimer(options, self.flush, watch=self.watching)
                 return timer.measure(call, self.spot, lambda: _slot(call)), "", []
             warm_host_s = warm_up(call, options)
             if floor_call is not None:
@@ -321,8 +309,8 @@ class CudaTimer:
         With ``spot``, the first call's outputs are copied after its end event into ``kept``."""
         events = [(self.event(enable_timing=True), self.event(enable_timing=True)) for _ in range(count)]
         for index, (begin, end) in enumerate(events):
-            if self.flush_buffer is not None:
-                self.flush_buffer.zero_()
+            if self.flush is not None:
+                self.flush()
             number = None
             if watchdog is not None:
                 number = self.hold.hold(self.stream)
@@ -352,7 +340,7 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[C
     """
     timer = CudaTimer(options)
     try:
-        flush_bytes = timer.flush_buffer.numel() if timer.flush_buffer is not None else 0
+        flush_bytes = timer.flush.numel() if timer.flush is not None else 0
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         monitor = Monitor(torch.cuda.current_device())

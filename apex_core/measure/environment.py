@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from apex_core.measure.doctor import device_facts
+from apex_core.measure.l2_flush import flush_method
 from apex_core.measure.telemetry import device_handle, start_nvml
 
 
@@ -94,6 +95,7 @@ def gpu_info() -> dict[str, Any]:
         "sm_count": props.multi_processor_count,
         "gpu_memory_gb": round(props.total_memory / 1e9, 2),
         "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+        "l2_flush": flush_method(),  # how a cold sample's L2 is cleared (apex_core/measure/l2_flush.py)
     }
     info.update(_nvml_info() or _smi_info())
     return info

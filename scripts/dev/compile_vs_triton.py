@@ -2,8 +2,9 @@
 
 For each named workload (first case, or the one given): the reference under ``torch.compile``
 and the triton backend's launcher on the same fp16 inputs, each checked against the reference
-and timed with ``KernelTimer`` (the profiler's device time per call, L2 flushed before each
-call, raw: the profiler's floor of about 0.9 us included), with the number of kernels per call.
+and timed with ``KernelTimer`` (the profiler's device time per call, the L2 flushed before each
+call as the timers flush it, ``L2Flush``; raw: the profiler's floor of about 0.9 us included),
+with the number of kernels per call.
 Inductor's generated code goes to OUT/<workload>-<case>.py (``TORCH_LOGS=output_code`` prints it;
 here it is taken from Inductor's debug directory), to read what it does differently.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
@@ -22,8 +23,8 @@ from pathlib import Path
 import torch
 
 from apex_core.correctness import compare_outputs
-from apex_core.measure.cuda_timer import l2_flush_bytes
 from apex_core.measure.kernel_timer import KernelTimer
+from apex_core.measure.l2_flush import L2Flush
 from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
@@ -39,9 +40,8 @@ def main() -> None:
     os.environ["TORCH_COMPILE_DEBUG_DIR"] = str(debug)
     torch._inductor.config.trace.enabled = True  # writes output_code.py per graph under debug/
     registry = Registry.discover()
-    flush_buffer = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
     timer = KernelTimer(TimingOptions(timer="kernel", min_iters=200, min_time_s=0.3, max_time_s=2.0),
-                        flush=lambda: flush_buffer.fill_(0))
+                        flush=L2Flush.on_device())
     for spec in args.cells:
         name, _, case_name = spec.partition(":")
         workload = registry.workloads[name]

@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 
 from apex_core.correctness import compare_outputs
-from apex_core.measure.cuda_timer import l2_flush_bytes
 from apex_core.measure.kernel_timer import KernelTimer
+from apex_core.measure.l2_flush import L2Flush
 from apex_core.timing import TimingOptions
 from apex_core.workloads.tilepack import TilePack
 from apex_kernels import tilepack as shipped
@@ -71,9 +71,8 @@ def main() -> None:
             variants[f"flat-{xblock}-{warps}"] = (
                 lambda xblock=xblock, warps=warps: _flat_kernel[(triton.cdiv(n, xblock),)](
                     features, idx, out, c, h, w, k, n, T=t, XBLOCK=xblock, num_warps=warps))
-    flush_buffer = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
     timer = KernelTimer(TimingOptions(timer="kernel", min_iters=200, min_time_s=0.3, max_time_s=2.0),
-                        flush=lambda: flush_buffer.fill_(0))
+                        flush=L2Flush.on_device())
     rows = []
     for name, launch in variants.items():
         out.fill_(float("nan"))

@@ -79,7 +79,7 @@ def make_timer(clock, hold, options):
     timer.event, timer.elapsed = timer.torch.cuda.Event, FakeEvent.elapsed_time
     timer.options = options
     timer.stream = object()
-    timer.flush_buffer = None
+    timer.flush = None
     timer.hold = hold
     timer.unheld_reason = "" if hold is not None else "not held (--no-hold)"
     return timer
