@@ -44,7 +44,7 @@ def persisting_reset() -> tuple[Callable[[], int] | None, str]:
     except (OSError, AttributeError) as error:
         return None, f"persisting L2 lines not reset: no cuCtxResetPersistingL2Cache ({error})"
     reset.restype, reset.argtypes = ctypes.c_int, []
-    torch.cuda.init()  # the context the reset applies to: the one torch made current
+    torch.cuda.synchronize()  # makes the primary context, which the reset applies to, current here
     code = reset()
     if code != _SUCCESS:
         return None, f"persisting L2 lines not reset: cuCtxResetPersistingL2Cache returned CUresult {code}"

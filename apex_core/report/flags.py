@@ -183,3 +183,13 @@ def cut_short_words(status: str) -> str:
     """How a run that did not complete ended, in the words of both renderers: a report whose last
     write still said "running" is a killed run's, which never ended."""
     return "the run was interrupted" if status == "interrupted" else "the run never ended"
+
+
+def flush_caveat(environment: Mapping[str, Any]) -> str:
+    """Where a cold flush could not reset the L2's persisting lines, the words that say so for both
+    renderers ("" where it did, or on a record from before the reset): cells that load with
+    ``evict_last`` then read L2-warm (docs/timing.md, "The cold-L2 flush")."""
+    flush = str(environment.get("l2_flush") or "")
+    if not flush or flush.startswith("persisting lines reset"):
+        return ""
+    return f"cold samples' L2 flush: {flush}; kernels that load with evict_last kept their data in L2"

@@ -18,6 +18,7 @@ from apex_core.report.flags import (
     cell_flags,
     cut_short_words,
     flag_note,
+    flush_caveat,
     is_launch_bound,
 )
 from apex_core.results import FAILING_STATUSES, CellResult, Report, Status, Telemetry
@@ -315,6 +316,8 @@ def render_markdown(report: Report) -> str:
         sampling = (report.config.get("timing") or {}).get("floor_sampling")
         floor_text = f" {FLOOR_SAMPLING_TEXT[sampling]}" if floors and sampling in FLOOR_SAMPLING_TEXT else ""
         lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text + _placements_text(report.cells)]
+        if caveat := flush_caveat(report.environment):
+            lines[-1] += f" The {caveat}."
     lines += _energy_lines(report, rows, by_key)
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):
         lines += ["", "† launch-bound: issuing one call costs the host more than the GPU spends on it, "

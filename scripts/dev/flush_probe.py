@@ -112,9 +112,9 @@ def main() -> None:
         _gather_last[(ids.numel(), channels // 16)](features, ids, out, channels, height, width,
                                                     ids.shape[1], T=8, BLOCK_C=16)
     for name, flush in ways.items():
-        show("flushes", gather_last, flush, what="evict_last gather", flush=name)
-        show("flushes", compiled, flush, what="torch-compile", flush=name)
-        show("flushes", triton_first, flush, what="triton, after torch-compile", flush=name)
+        show("flushes", gather_last, flush, what="evict_last gather", way=name)
+        show("flushes", compiled, flush, what="torch-compile", way=name)
+        show("flushes", triton_first, flush, what="triton, after torch-compile", way=name)
     for name, flush in ways.items():
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         flush()

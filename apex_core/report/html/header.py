@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apex_core.measure.device_fingerprint import ecc_words
-from apex_core.report.flags import cut_short_words
+from apex_core.report.flags import cut_short_words, flush_caveat
 from apex_core.report.html.cells import Cell
 from apex_core.report.html.numbers import Q, number
 from apex_core.report.html.svg import esc
@@ -114,6 +114,8 @@ def _timing(record: Mapping[str, Any], doc: str, cells: Sequence[Cell]) -> str:
         caches = [str(timing["cache"])]  # a record older than the cells' own cache field
     words = [f"<code>{esc(m)}</code> ({esc(TIMER_WORDS.get(m, 'timer'))})" for m in methods]
     words += [esc(CACHE_WORDS[c]) for c in caches if c in CACHE_WORDS]
+    if "cold" in caches and (caveat := flush_caveat(record.get("environment") or {})):
+        words.append(esc(caveat))
     words += ["CUDA graphs"] if gpu and timing.get("graph") else []
     return ", ".join(words) + f", noise target {number(Q.at(record, doc, 'config', 'timing', 'noise_target'))}"
 

@@ -40,7 +40,7 @@ def driver(monkeypatch):
             made["driver"] = FakeDriver(code)
             return made["driver"]
         monkeypatch.setattr(l2_flush.ctypes, "CDLL", cdll)
-        monkeypatch.setattr(l2_flush.torch.cuda, "init", lambda: None)
+        monkeypatch.setattr(l2_flush.torch.cuda, "synchronize", lambda: None)
         return made
     persisting_reset.cache_clear()
     yield install

@@ -127,6 +127,17 @@ def test_a_gpu_run_names_its_card_timer_and_cold_l2() -> None:
     assert "warm L2 (not flushed)" in text and "cold L2" not in text
 
 
+def test_a_cold_flush_that_could_not_reset_persisting_lines_says_so() -> None:
+    assert "evict_last" not in visible_text(page(gpu_record()))  # a record from before the reset
+    record = gpu_record()
+    record["environment"]["l2_flush"] = "persisting lines reset, then 2x L2 written"
+    assert "evict_last" not in visible_text(page(record))
+    record["environment"]["l2_flush"] = ("2x L2 written (persisting L2 lines not reset: "
+                                         "cuCtxResetPersistingL2Cache returned CUresult 801)")
+    text = visible_text(page(record))
+    assert "CUresult 801" in text and "kernels that load with evict_last kept their data in L2" in text
+
+
 def test_the_dashed_floor_is_spoken_of_only_where_it_is_drawn() -> None:
     record = gpu_record()
     html = page(record)
