@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
 # After a kernel change, the checks and measurements that need a GPU, in one device call:
 #   1. the launcher tests compiled on the GPU, every configuration they pin
-#      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md);
+#      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md), spread over TEST_PROCS processes a test
+#      at a time, each test's duration in the log (every pinned config compiles: on an H200 the
+#      181 tests took more than 400 s on 4 and more than 200 s on 12 processes, 2026-11-28);
 #   2. each VARIANT folder against the tree as is, by apex-bench itself (variant_ab.sh), at
 #      PROFILE, for WORKLOADS;
 #   3. torch.compile's kernel beside the triton launcher for each of CELLS (compile_vs_triton.py).
-# Everything lands in DEST/kernels.tgz; the last lines printed are each step's summary.
+# Every step writes into DEST as it goes, so a call cut off at its limit still returns what the
+# steps before it wrote (DEST is the device's $OUT: keep to its 8 files). The last lines printed
+# are each finished step's summary.
 #   [PROFILE=fixed] [ROUNDS=2] [WORKLOADS=ff-infer,tilessm-scan] [CELLS="tilepack"] [TESTS=1] \
-#       bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
+#       [TEST_PROCS=12] [TEST_TIMEOUT=400] bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
 set -u
 dest=${1:?DEST folder}
 shift
-out=/tmp/kernels
-mkdir -p "$out"
-source scripts/gpu_env.sh >"$out/env.txt" 2>&1
+mkdir -p "$dest"
+source scripts/gpu_env.sh >"$dest/env.txt" 2>&1
 summary=()
 if [ "${TESTS:-1}" = 1 ]; then
-    APEX_TEST_KERNEL_DEVICE=cuda timeout 400 python3 -m pytest -q -p no:cacheprovider -x \
+    APEX_TEST_KERNEL_DEVICE=cuda timeout "${TEST_TIMEOUT:-400}" python3 -m pytest -v -p no:cacheprovider -x \
+        -n "${TEST_PROCS:-12}" --dist load --durations=40 \
         tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
-        tests/apex_kernels/test_ff_infer_kernels.py >"$out/tests.txt" 2>&1
-    summary+=("kernel tests on the GPU: exit $?, $(tail -1 "$out/tests.txt")")
+        tests/apex_kernels/test_ff_infer_kernels.py >"$dest/tests.txt" 2>&1
+    code=$?
+    summary+=("kernel tests on the GPU: exit $code ($( [ $code = 124 ] && echo "cut off at ${TEST_TIMEOUT:-400} s, ")$(grep -c ' PASSED' "$dest/tests.txt") passed, $(grep -c ' FAILED' "$dest/tests.txt") failed), $(tail -1 "$dest/tests.txt")")
 fi
 for variant in "$@"; do
     name=$(basename "$variant")
-    mkdir -p "$out/$name"
-    bash scripts/dev/variant_ab.sh "$out/$name" "$variant" "${ROUNDS:-2}" --profile "${PROFILE:-fixed}" \
-        --workloads "${WORKLOADS:-ff-infer,tilessm-scan}" --backends triton --dtype fp16 >"$out/$name.txt" 2>&1
-    summary+=("$name against the tree (B/A):" "$(grep 'B/A\|not ok' "$out/$name.txt")")
+    mkdir -p "$dest/$name"
+    bash scripts/dev/variant_ab.sh "$dest/$name" "$variant" "${ROUNDS:-2}" --profile "${PROFILE:-fixed}" \
+        --workloads "${WORKLOADS:-ff-infer,tilessm-scan}" --backends triton --dtype fp16 >"$dest/$name.txt" 2>&1
+    summary+=("$name against the tree (B/A):" "$(grep 'B/A\|not ok' "$dest/$name.txt")")
 done
 if [ -n "${CELLS:-}" ]; then
     # shellcheck disable=SC2086  # CELLS is a list of cells
-    timeout 300 python3 scripts/dev/compile_vs_triton.py "$out/compile" $CELLS --profile "${PROFILE:-fixed}" \
-        >"$out/compile.txt" 2>&1
-    summary+=("torch.compile beside triton:" "$(grep '^{' "$out/compile.txt")")
+    timeout 300 python3 scripts/dev/compile_vs_triton.py /tmp/compile $CELLS --profile "${PROFILE:-fixed}" \
+        >"$dest/compile.txt" 2>&1
+    tar czf "$dest/compile.tgz" -C /tmp/compile .
+    summary+=("torch.compile beside triton:" "$(grep '^{' "$dest/compile.txt")")
 fi
-tar czf "$dest/kernels.tgz" -C "$out" .
 printf '%s\n' "${summary[@]}"
