@@ -8,7 +8,9 @@ per call with the write alone and 3.07 us with its inputs really out of L2; torc
 tilepack read 2.08 and 3.10 us, and a triton kernel run on the same inputs after it read 2.05
 instead of 3.10 (docs/perf.md, 2026-11-28). So the driver's ``cuCtxResetPersistingL2Cache``
 first returns every such line to normal priority, and the write that follows evicts them too.
-Where the driver's entry point cannot be used, the flush only writes and ``FLUSH_METHOD`` says so.
+Where the driver's entry point cannot be used, the flush only writes and ``flush_method`` says so.
+The call goes through ctypes rather than NVIDIA's cuda-python bindings: one driver function
+without arguments does not warrant a dependency.
 """
 
 from __future__ import annotations
