@@ -190,6 +190,8 @@ class CudaTimer:
         if self.options.subtract_floor:
             floor = statistics.median(floor_samples) if floor_samples else self._floor(graph, why_unheld)
             timing = subtract_floor(timing, floor)
+        if self.flush is not None and (failed := self.flush.failure_note()):
+            notes.append(failed)
         # fewer samples than placements (--fixed-iters 2, say) sampled only that many of them
         placements = min(len(calls), len(timing.samples_ms))
         return attrs.evolve(timing, method=method, note="; ".join(notes), placements=placements)

@@ -192,4 +192,4 @@ def flush_caveat(environment: Mapping[str, Any]) -> str:
     flush = str(environment.get("l2_flush") or "")
     if not flush or flush.startswith("persisting lines reset"):
         return ""
-    return f"cold samples' L2 flush: {flush}; kernels that load with evict_last kept their data in L2"
+    return f"cold samples' L2 flush: {flush}; kernels that load with evict_last may have kept their data in L2"

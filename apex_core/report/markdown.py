@@ -316,7 +316,8 @@ def render_markdown(report: Report) -> str:
         sampling = (report.config.get("timing") or {}).get("floor_sampling")
         floor_text = f" {FLOOR_SAMPLING_TEXT[sampling]}" if floors and sampling in FLOOR_SAMPLING_TEXT else ""
         lines += ["", "Timing: " + "; ".join(methods) + "." + floor_text + _placements_text(report.cells)]
-        if caveat := flush_caveat(report.environment):
+        cold = any(c.timing is not None and c.timing.cache == "cold" for c in report.cells)
+        if cold and (caveat := flush_caveat(report.environment)):
             lines[-1] += f" The {caveat}."
     lines += _energy_lines(report, rows, by_key)
     if any(c.timing is not None and is_launch_bound(c.timing) for c in report.cells):

@@ -9,8 +9,11 @@ configuration, clocks and floor; host load and a second CUDA context do not move
 tile-stage1 (A), then the torch-reference, torch-compile and triton cells of fusiongate,
 tile-stage1 and tilepack (B), then A's cells again (C), each after the workload's
 torch-reference cell (R), each after its torch-compile cell (K), with the L2 flush of every sample
-done one of two ways: ``zero`` (the shipped ``zero_()`` of a 2 x L2 buffer, a memset) or
-``add`` (``add_(1)`` on it: every line read and written back by ordinary loads and stores).
+done one of two ways: ``zero`` (the shipped flush, ``L2Flush``: the persisting lines reset, then
+``zero_()`` of a 2 x L2 buffer) or ``add`` (the reset, then ``add_(1)`` on the buffer: every
+line read and written back by ordinary loads and stores). The warm readings after a
+torch-compile cell were its ``evict_last`` loads outliving a flush that only wrote
+(docs/perf.md, 2026-11-28, "the cold-L2 flush"); the flush now resets those lines first.
 If the memset leaves lines of the cell's inputs in L2, ``zero`` reads faster than ``add``
 and moves with what ran before. With ``empty``, torch's caching allocator gives its cached
 blocks back (``torch.cuda.empty_cache()``) before every cell, so each cell's buffers come
@@ -27,7 +30,7 @@ from apex_core.measure import cuda_timer
 
 
 class AddFlush:
-    """Stands in for the timer's flush buffer: ``zero_`` reads and rewrites every byte of it."""
+    """Stands in for the flush's buffer: ``zero_`` reads and rewrites every byte of it."""
 
     def __init__(self, buffer: Any) -> None:
         self.buffer = buffer
@@ -54,8 +57,8 @@ def main() -> int:
 
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
             shipped_init(self, *args, **kwargs)
-            if self.flush_buffer is not None:
-                self.flush_buffer = AddFlush(self.flush_buffer)
+            if self.flush is not None:
+                self.flush.buffer = AddFlush(self.flush.buffer)
 
         cuda_timer.CudaTimer.__init__ = init  # type: ignore[method-assign]
     steps = {"A": (["tilepack", "tile-stage1"], ["triton"]),

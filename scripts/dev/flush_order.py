@@ -46,11 +46,11 @@ class OrderedTimer(CudaTimer):
         self.order = order
 
     def _flush(self) -> None:
-        if self.flush_buffer is not None:
-            self.flush_buffer.zero_()
+        if self.flush is not None:
+            self.flush()
 
     def _queue_batch(self, call: Callable[[], Any], watchdog: Any, timeout_s: float, host_ms: list[float],
-                     count: int = BATCH) -> list[tuple[Any, Any]]:
+                     count: int = BATCH, spot: Any = None) -> list[tuple[Any, Any]]:
         torch = self.torch
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(count)]

@@ -11,7 +11,9 @@ times, by ``KernelTimer`` (raw), one placement of a workload's inputs:
              ``reset``: ``cuCtxResetPersistingL2Cache``, then the write (``L2Flush``);
              ``last-sweep``: 2x L2 read and written with ``evict_last``;
              ``last-first``: that, then again with ``evict_first``;
-             and each flush's device time (CUDA events over 20).
+             and each flush's device time (CUDA events over 20);
+  reset-host the reset's host time with the GPU idle and with 2 ms of work queued ahead of it
+             (a reset that waits for queued work takes about that long).
 One JSON line per measurement.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/flush_probe.py [--profile fixed]
@@ -20,6 +22,7 @@ Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
 import argparse
 import importlib
 import json
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -124,6 +127,19 @@ def main() -> None:
         end.record()
         torch.cuda.synchronize()
         print(json.dumps({"flush_cost": name, "us": round(start.elapsed_time(end) * 1e3 / 20, 1)}))
+    # whether the reset waits for queued work: its host time with the GPU idle, and with about
+    # 2 ms of spinning queued ahead of it (a reset that waits takes about that long)
+    reset = ways["reset"].reset
+    if reset is not None:
+        for busy in (False, True):
+            torch.cuda.synchronize()
+            if busy:
+                torch.cuda._sleep(4_000_000)  # cycles: about 2 ms at 1.98 GHz
+            start_s = time.perf_counter()
+            code = reset()
+            host_us = (time.perf_counter() - start_s) * 1e6
+            print(json.dumps({"reset_host_us": round(host_us, 1), "gpu_busy": busy, "code": code}))
+        torch.cuda.synchronize()
 
 
 if __name__ == "__main__":

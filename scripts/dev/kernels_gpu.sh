@@ -7,9 +7,11 @@
 #   2. each VARIANT folder against the tree as is, by apex-bench itself (variant_ab.sh), at
 #      PROFILE, for WORKLOADS;
 #   3. torch.compile's kernel beside the triton launcher for each of CELLS (compile_vs_triton.py).
-# Every step writes into DEST as it goes, so a call cut off at its limit still returns what the
-# steps before it wrote (DEST is the device's $OUT: keep to its 8 files). The last lines printed
-# are each finished step's summary.
+# Every step writes into DEST as it goes and appends its summary to DEST/summary.txt, printing it
+# too, so a call cut off at its limit still returns what the steps before it wrote. DEST is the
+# device's $OUT, which returns at most 8 files: this writes 5 (env, tests, summary and the two
+# of CELLS), plus 2 per VARIANT, so name at most one with every step on. Each step has its own
+# time limit; the call's must cover their sum.
 #   [PROFILE=fixed] [ROUNDS=2] [WORKLOADS=ff-infer,tilessm-scan] [CELLS="tilepack"] [TESTS=1] \
 #       [TEST_PROCS=12] [TEST_TIMEOUT=400] bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
 set -u
@@ -17,27 +19,34 @@ dest=${1:?DEST folder}
 shift
 mkdir -p "$dest"
 source scripts/gpu_env.sh >"$dest/env.txt" 2>&1
-summary=()
+say() { printf '%s\n' "$@" | tee -a "$dest/summary.txt"; }
 if [ "${TESTS:-1}" = 1 ]; then
-    APEX_TEST_KERNEL_DEVICE=cuda timeout "${TEST_TIMEOUT:-400}" python3 -m pytest -v -p no:cacheprovider -x \
+    limit=${TEST_TIMEOUT:-400}
+    APEX_TEST_KERNEL_DEVICE=cuda timeout "$limit" python3 -m pytest -v -p no:cacheprovider -x \
         -n "${TEST_PROCS:-12}" --dist load --durations=40 \
         tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
         tests/apex_kernels/test_ff_infer_kernels.py >"$dest/tests.txt" 2>&1
     code=$?
-    summary+=("kernel tests on the GPU: exit $code ($( [ $code = 124 ] && echo "cut off at ${TEST_TIMEOUT:-400} s, ")$(grep -c ' PASSED' "$dest/tests.txt") passed, $(grep -c ' FAILED' "$dest/tests.txt") failed), $(tail -1 "$dest/tests.txt")")
+    cut=""
+    [ "$code" = 124 ] && cut="cut off at $limit s, "
+    passed=$(grep -c ' PASSED' "$dest/tests.txt")
+    failed=$(grep -c ' FAILED' "$dest/tests.txt")
+    say "kernel tests on the GPU: exit $code (${cut}$passed passed, $failed failed)," \
+        "$(tail -1 "$dest/tests.txt")"
 fi
 for variant in "$@"; do
-    name=$(basename "$variant")
+    name=variant-$(basename "$variant")  # never one of this script's own file names
     mkdir -p "$dest/$name"
     bash scripts/dev/variant_ab.sh "$dest/$name" "$variant" "${ROUNDS:-2}" --profile "${PROFILE:-fixed}" \
         --workloads "${WORKLOADS:-ff-infer,tilessm-scan}" --backends triton --dtype fp16 >"$dest/$name.txt" 2>&1
-    summary+=("$name against the tree (B/A):" "$(grep 'B/A\|not ok' "$dest/$name.txt")")
+    say "$name against the tree (B/A):" "$(grep 'B/A\|not ok' "$dest/$name.txt")"
 done
 if [ -n "${CELLS:-}" ]; then
+    rm -rf /tmp/compile
+    mkdir -p /tmp/compile
     # shellcheck disable=SC2086  # CELLS is a list of cells
     timeout 300 python3 scripts/dev/compile_vs_triton.py /tmp/compile $CELLS --profile "${PROFILE:-fixed}" \
         >"$dest/compile.txt" 2>&1
     tar czf "$dest/compile.tgz" -C /tmp/compile .
-    summary+=("torch.compile beside triton:" "$(grep '^{' "$dest/compile.txt")")
+    say "torch.compile beside triton:" "$(grep '^{' "$dest/compile.txt")"
 fi
-printf '%s\n' "${summary[@]}"

@@ -11,6 +11,8 @@ set -u
 dest=${1:?DEST folder} variant=${2:?VARIANT folder} rounds=${3:?ROUNDS}
 shift 3
 out=/tmp/ab
+# fresh each time: a warm machine keeps /tmp, and an earlier variant's reports must not be read as this one's
+rm -rf "$out" /tmp/ab-orig
 mkdir -p "$out" /tmp/ab-orig
 (cd "$variant" && find . -type f) >/tmp/ab-files
 while read -r f; do mkdir -p "/tmp/ab-orig/$(dirname "$f")"; cp "$f" "/tmp/ab-orig/$f"; done </tmp/ab-files

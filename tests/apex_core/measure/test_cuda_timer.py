@@ -103,6 +103,37 @@ def test_every_sample_is_held_and_released_and_host_time_is_measured():
     assert timing.host_ms >= 0.2
 
 
+def test_each_sample_is_flushed_before_its_hold_and_a_failed_reset_is_noted():
+    from apex_core.measure.l2_flush import L2Flush
+
+    clock, hold = FakeClock(), FakeHold()
+    timer = make_timer(clock, hold, OPTIONS)
+    order, codes = [], iter([0, 201] + [0] * 10_000)
+
+    class Buffer:
+        def zero_(self):
+            order.append("write")
+
+    def reset():
+        order.append("reset")
+        return next(codes)
+    timer.flush = L2Flush(Buffer(), reset)
+    original_hold = hold.hold
+
+    def held(stream):
+        order.append("hold")
+        return original_hold(stream)
+    hold.hold = held
+
+    def call():
+        clock.now_ms += 0.004
+    timing = timer.measure(call)
+    samples = order.count("hold")
+    assert samples >= timing.stats.n and order[:3] == ["reset", "write", "hold"]
+    assert order == ["reset", "write", "hold"] * samples  # every sample: reset, write, then its hold
+    assert "not reset before 1 flush (cuCtxResetPersistingL2Cache returned CUresult 201)" in timing.note
+
+
 def test_a_call_that_synchronizes_inside_the_hold_is_released_by_the_watchdog_and_timed_unheld(monkeypatch):
     monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", 0.05)
     clock, hold = FakeClock(), FakeHold()

@@ -3,7 +3,7 @@
 import pytest
 
 from apex_core.measure import l2_flush
-from apex_core.measure.l2_flush import L2Flush, flush_method, persisting_reset
+from apex_core.measure.l2_flush import L2Flush, _driver_reset, flush_method, persisting_reset
 
 
 class FakeBuffer:
@@ -30,11 +30,12 @@ class FakeDriver:
 @pytest.fixture
 def driver(monkeypatch):
     """Stands in for libcuda.so.1; persisting_reset's cache is cleared around each test."""
-    made = {}
+    made = {"loads": 0}
 
     def install(code=0, error=None):
         def cdll(name):
             assert name == "libcuda.so.1"
+            made["loads"] += 1
             if error is not None:
                 raise error
             made["driver"] = FakeDriver(code)
@@ -42,9 +43,9 @@ def driver(monkeypatch):
         monkeypatch.setattr(l2_flush.ctypes, "CDLL", cdll)
         monkeypatch.setattr(l2_flush.torch.cuda, "synchronize", lambda: None)
         return made
-    persisting_reset.cache_clear()
+    _driver_reset.cache_clear()
     yield install
-    persisting_reset.cache_clear()
+    _driver_reset.cache_clear()
 
 
 def test_the_reset_comes_before_the_write_on_every_flush():
@@ -70,6 +71,8 @@ def test_the_driver_reset_is_tried_once_and_used(driver):
     reset()
     assert made["driver"].calls == 2
     assert flush_method() == "persisting lines reset, then 2x L2 written"
+    assert made["loads"] == 1  # the library is opened once a process; each check calls it anew
+    assert made["driver"].calls == 3
 
 
 def test_a_driver_that_refuses_the_reset_is_named_with_its_code(driver):
@@ -85,3 +88,24 @@ def test_no_nvidia_driver_means_no_reset_and_says_why(driver):
     reset, why_not = persisting_reset()
     assert reset is None
     assert "cannot open shared object file" in why_not
+
+
+def test_a_driver_without_the_entry_point_says_so(driver, monkeypatch):
+    class Old:  # a libcuda older than the function (CUDA 11.0)
+        pass
+    driver()
+    monkeypatch.setattr(l2_flush.ctypes, "CDLL", lambda name: Old())
+    reset, why_not = persisting_reset()
+    assert reset is None and "no cuCtxResetPersistingL2Cache" in why_not
+
+
+def test_a_reset_that_fails_while_sampling_is_counted_and_noted():
+    log, codes = [], iter([0, 201, 0, 201])
+    flush = L2Flush(FakeBuffer(log), lambda: next(codes))
+    for _ in range(4):
+        flush()
+    assert log == ["write"] * 4  # the write still runs: the normal lines still leave
+    assert flush.failed == 2 and flush.last_code == 201
+    note = flush.failure_note()
+    assert "not reset before 2 flushes (cuCtxResetPersistingL2Cache returned CUresult 201)" in note
+    assert L2Flush(FakeBuffer([]), lambda: 0).failure_note() == ""
