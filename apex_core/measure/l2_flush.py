@@ -71,9 +71,11 @@ def persisting_reset() -> tuple[Callable[[], int] | None, str]:
     return reset, ""
 
 
-def flush_method() -> str:
-    """How the flush clears the L2, as the report's environment records it."""
-    reset, why_not = persisting_reset()
+def flush_method(try_reset: bool = True) -> str:
+    """How the flush clears the L2, as the report's environment records it. ``try_reset=False``
+    only looks the driver's function up, for a process that must not make a CUDA context (a Ray
+    node's record); each timer still tries it, and a failure shows in the cell's note."""
+    reset, why_not = persisting_reset() if try_reset else _driver_reset()
     return "persisting lines reset, then 2x L2 written" if reset is not None else f"2x L2 written ({why_not})"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from apex_core.errors import describe_exception
+from apex_core.measure.l2_flush import flush_method
 from apex_core.results import CellResult, DeviceInfo, Status
 
 # What a Ray worker process keeps between tasks: key -> (registry, pool, probes)
@@ -37,6 +38,8 @@ def node_environment(device: str) -> dict[str, Any]:
     gpus = host_gpus() if device == "cuda" else ()
     env.update(device=device, host=socket.gethostname(), gpus=[attrs.asdict(card) for card in gpus],
                gpu=gpus[0].name if gpus else None)
+    if device == "cuda":
+        env["l2_flush"] = flush_method(try_reset=False)
     return env
 
 

@@ -109,3 +109,10 @@ def test_a_reset_that_fails_while_sampling_is_counted_and_noted():
     note = flush.failure_note()
     assert "not reset before 2 flushes (cuCtxResetPersistingL2Cache returned CUresult 201)" in note
     assert L2Flush(FakeBuffer([]), lambda: 0).failure_note() == ""
+
+
+def test_a_record_made_without_a_cuda_context_only_looks_the_reset_up(driver, monkeypatch):
+    made = driver(code=0)
+    monkeypatch.setattr(l2_flush.torch.cuda, "synchronize", lambda: pytest.fail("made a CUDA context"))
+    assert flush_method(try_reset=False) == "persisting lines reset, then 2x L2 written"
+    assert made["driver"].calls == 0  # looked up, never called
