@@ -32,6 +32,8 @@ import torch
 
 # the driver API's CUDA_SUCCESS
 _SUCCESS = 0
+# the environment's ``l2_flush`` where the reset runs; the reports' caveat keys on it
+RESET_THEN_WRITE = "persisting lines reset, then 2x L2 written"
 
 
 def l2_flush_bytes(device_index: int = 0) -> int:
@@ -76,7 +78,7 @@ def flush_method(try_reset: bool = True) -> str:
     only looks the driver's function up, for a process that must not make a CUDA context (a Ray
     node's record); each timer still tries it, and a failure shows in the cell's note."""
     reset, why_not = persisting_reset() if try_reset else _driver_reset()
-    return "persisting lines reset, then 2x L2 written" if reset is not None else f"2x L2 written ({why_not})"
+    return RESET_THEN_WRITE if reset is not None else f"2x L2 written ({why_not})"
 
 
 @attrs.define

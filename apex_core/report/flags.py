@@ -38,6 +38,7 @@ import attrs
 from apex_core.errors import plural
 from apex_core.measure.doctor import physics_gbps
 from apex_core.measure.host_load import contended
+from apex_core.measure.l2_flush import RESET_THEN_WRITE
 from apex_core.results import CellResult, Timing
 
 P50_OVER_MIN_LIMIT = 1.5
@@ -190,6 +191,6 @@ def flush_caveat(environment: Mapping[str, Any]) -> str:
     renderers ("" where it did, or on a record from before the reset): cells that load with
     ``evict_last`` then read L2-warm (docs/timing.md, "The cold-L2 flush")."""
     flush = str(environment.get("l2_flush") or "")
-    if not flush or flush.startswith("persisting lines reset"):
+    if not flush or flush == RESET_THEN_WRITE:
         return ""
     return f"cold samples' L2 flush: {flush}; kernels that load with evict_last may have kept their data in L2"
