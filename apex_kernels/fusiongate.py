@@ -33,10 +33,13 @@ _INT32_LIMIT = 2**31  # offsets inside one image are int32; the batch offset is 
 _GRID_LIMIT = 65535  # CUDA limit of grid dimensions 1 and 2
 
 
-def _config(block_p: int, block_c: int, c_iters: int, warps: int) -> triton.Config:
-    return triton.Config(
-        {"BLOCK_P": block_p, "BLOCK_C": block_c, "C_ITERS": c_iters}, num_warps=warps
-    )
+def _config(block_p: int, block_c: int, c_iters: int, warps: int, *,
+            evict_first: bool = True) -> triton.Config:
+    meta = {"BLOCK_P": block_p, "BLOCK_C": block_c, "C_ITERS": c_iters}
+    # the kernel's default is the hint, so configs (and shipped picks) made before it stay as they were
+    if not evict_first:
+        meta["EVICT_FIRST"] = 0
+    return triton.Config(meta, num_warps=warps)
 
 
 # Small programs win at the fixed profile (HW = 16384, C = 128): 128 pixels x 8 channels
@@ -45,6 +48,11 @@ def _config(block_p: int, block_c: int, c_iters: int, warps: int) -> triton.Conf
 # 4k-32k elements). At 4 x 128 x 512 x 512 every config measured within 5 % of the best,
 # 98 % of a same-size copy. Every shape here leaves room for 16-byte vectors along W.
 # The first config is also the one the interpreter runs.
+# Whether base and detail load with evict_first is tuned as well: at the large profile on an H200
+# (8 x 256 x 512 x 512) the loads without the hint read 742.8 us against 783.0 us with it, level
+# with torch.compile's kernel (739.8 us; Inductor loads them without a hint), while at the fixed
+# profile the hint's config read 1.5 % faster in three of three pairs of processes (docs/perf.md,
+# 2026-11-28, "fusiongate's eviction hint").
 CONFIGS = [
     _config(128, 8, 1, 2),
     _config(256, 8, 1, 4),
@@ -54,6 +62,10 @@ CONFIGS = [
     _config(256, 8, 4, 4),
     _config(512, 8, 4, 8),
     _config(64, 16, 1, 2),
+    _config(128, 8, 1, 2, evict_first=False),
+    _config(256, 8, 1, 4, evict_first=False),
+    _config(128, 16, 1, 4, evict_first=False),
+    _config(256, 16, 2, 8, evict_first=False),
 ]
 # the narrowest channel group (8 channels) must keep grid dimension 1 within its limit
 _MAX_CHANNELS = _GRID_LIMIT * min(c.kwargs["BLOCK_C"] * c.kwargs["C_ITERS"] for c in CONFIGS)
@@ -81,6 +93,7 @@ def _fusiongate_kernel(
     boundary_ptr, uncertainty_ptr, base_ptr, detail_ptr, wb_ptr, wu_ptr, bias_ptr,
     alpha_ptr, fused_ptr, C, HW,
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, C_ITERS: tl.constexpr,
+    EVICT_FIRST: tl.constexpr = 1,
 ):
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -107,10 +120,14 @@ def _fusiongate_kernel(
         offs_c = (pid_c * C_ITERS + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         offs = offs_c[:, None] * HW + offs_p[None, :]
         mask = (offs_c < C)[:, None] & mask_p[None, :]
-        base = tl.load(base_ptr + img + offs, mask=mask, other=0.0,
-                       eviction_policy="evict_first").to(tl.float32)
-        detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0,
-                         eviction_policy="evict_first").to(tl.float32)
+        if EVICT_FIRST:
+            base = tl.load(base_ptr + img + offs, mask=mask, other=0.0,
+                           eviction_policy="evict_first").to(tl.float32)
+            detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0,
+                             eviction_policy="evict_first").to(tl.float32)
+        else:
+            base = tl.load(base_ptr + img + offs, mask=mask, other=0.0).to(tl.float32)
+            detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0).to(tl.float32)
         fused = base + alpha_row * (detail - base)
         tl.store(fused_ptr + img + offs, fused.to(fused_ptr.dtype.element_ty), mask=mask)
 
