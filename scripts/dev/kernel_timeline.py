@@ -1,0 +1,96 @@
+"""Where a multi-kernel cell's device time goes: each kernel's duration and the gap before it (exploration).
+
+The default method reads ff-infer about 20 us above the sum of its kernels (docs/perf.md), the
+device's gaps between 14 dependent launches. This profiles CALLS calls of the triton launcher of
+each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued ahead as under the
+held timer: no sync between calls) with ``torch.profiler`` and prints, per kernel position in the
+call, the median over the calls of its duration and of the gap from the end of the kernel before it
+to its start (negative where they overlap, as a dependent launch may), then per call the median
+sum of durations, the span from the first start to the last end, and the sum of the gaps.
+One JSON line per kernel and per cell.
+Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
+    python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from apex_core.measure.l2_flush import L2Flush
+from apex_core.registry import Registry
+
+PREFIX = "timeline_call_"
+
+
+def per_call_kernels(trace: dict, calls: int) -> list[list[dict]]:
+    """The kernels each ``PREFIX<i>`` range launched, in start order (matched by correlation id)."""
+    events = trace["traceEvents"]
+    ranges = {int(e["name"][len(PREFIX):]): (e["ts"], e["ts"] + e["dur"]) for e in events
+              if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(PREFIX)}
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    out: list[list[dict]] = [[] for _ in range(calls)]
+    for k in kernels:
+        ts = launch_ts.get(k["args"].get("correlation"))
+        for i, (begin, end) in ranges.items():
+            if ts is not None and begin <= ts <= end:
+                out[i].append(k)
+    return [sorted(call, key=lambda k: k["ts"]) for call in out]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("cells", nargs="+", help="WORKLOAD or WORKLOAD:CASE")
+    parser.add_argument("--profile", default="fixed")
+    parser.add_argument("--calls", type=int, default=50)
+    args = parser.parse_args()
+    registry = Registry.discover()
+    flush = L2Flush.on_device()
+    for spec in args.cells:
+        name, _, case_name = spec.partition(":")
+        workload = registry.workloads[name]
+        case = next(c for c in workload.cases(workload.make_params(args.profile))
+                    if not case_name or c.name == case_name)
+        inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
+        module, _, attribute = workload.implementations["triton"].partition(":")
+        launcher = getattr(importlib.import_module(module), attribute).bind(workload, case, inputs)
+        for _ in range(3):  # autotuning and compiles before the profiled calls
+            launcher.run()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(args.calls):
+                flush()
+                with record_function(f"{PREFIX}{i}"):
+                    launcher.run()
+            torch.cuda.synchronize()
+        path = Path(tempfile.mkdtemp()) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        calls = [c for c in per_call_kernels(json.loads(path.read_text()), args.calls) if c]
+        length = statistics.mode(len(c) for c in calls)
+        calls = [c for c in calls if len(c) == length]
+        for position in range(length):
+            gaps = [c[position]["ts"] - (c[position - 1]["ts"] + c[position - 1]["dur"])
+                    for c in calls] if position else [0.0]
+            print(json.dumps({"cell": spec, "position": position, "kernel": calls[0][position]["name"][:60],
+                              "dur_us": round(statistics.median(c[position]["dur"] for c in calls), 3),
+                              "gap_before_us": round(statistics.median(gaps), 3)}), flush=True)
+        busy = [sum(k["dur"] for k in c) for c in calls]
+        span = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls]
+        gaps = [s - b for s, b in zip(span, busy, strict=True)]
+        print(json.dumps({"cell": spec, "calls": len(calls), "kernels": length,
+                          "busy_us": round(statistics.median(busy), 3),
+                          "span_us": round(statistics.median(span), 3),
+                          "gaps_us": round(statistics.median(gaps), 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
