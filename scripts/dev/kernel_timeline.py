@@ -6,7 +6,9 @@ each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued 
 held timer: no sync between calls) with ``torch.profiler`` and prints, per kernel position in the
 call, the median over the calls of its duration and of the gap from the end of the kernel before it
 to its start (negative where they overlap, as a dependent launch may), then per call the median
-sum of durations, the span from the first start to the last end, and the sum of the gaps.
+time the device was busy (the union of the kernels' intervals: a dependent kernel's duration
+includes its wait inside the kernel before, so a sum would count that twice), the span from the
+first start to the last end, and the idle time between (span - busy).
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
@@ -47,6 +49,17 @@ def per_call_kernels(trace: dict, calls: int) -> list[list[dict]]:
     return [sorted(call, key=lambda k: k["ts"]) for call in out]
 
 
+def union_us(kernels: list[dict]) -> float:
+    """Time covered by at least one of the kernels."""
+    total, reach = 0.0, float("-inf")
+    for k in sorted(kernels, key=lambda k: k["ts"]):
+        end = k["ts"] + k["dur"]
+        if end > reach:
+            total += end - max(k["ts"], reach)
+            reach = end
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("cells", nargs="+", help="WORKLOAD or WORKLOAD:CASE")
@@ -83,13 +96,16 @@ def main() -> None:
             print(json.dumps({"cell": spec, "position": position, "kernel": calls[0][position]["name"][:60],
                               "dur_us": round(statistics.median(c[position]["dur"] for c in calls), 3),
                               "gap_before_us": round(statistics.median(gaps), 3)}), flush=True)
-        busy = [sum(k["dur"] for k in c) for c in calls]
+        busy = [union_us(c) for c in calls]
+        summed = [sum(k["dur"] for k in c) for c in calls]
         span = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls]
         gaps = [s - b for s, b in zip(span, busy, strict=True)]
         print(json.dumps({"cell": spec, "calls": len(calls), "kernels": length,
                           "busy_us": round(statistics.median(busy), 3),
                           "span_us": round(statistics.median(span), 3),
-                          "gaps_us": round(statistics.median(gaps), 3)}), flush=True)
+                          "idle_us": round(statistics.median(gaps), 3),
+                          "sum_of_durations_us": round(statistics.median(summed), 3)}),
+              flush=True)
 
 
 if __name__ == "__main__":
