@@ -49,10 +49,10 @@ def _config(block_p: int, block_c: int, c_iters: int, warps: int, *,
 # 98 % of a same-size copy. Every shape here leaves room for 16-byte vectors along W.
 # The first config is also the one the interpreter runs.
 # Whether base and detail load with evict_first is tuned as well: at the large profile on an H200
-# (8 x 256 x 512 x 512) the loads without the hint read 742.8 us against 783.0 us with it, level
-# with torch.compile's kernel (739.8 us; Inductor loads them without a hint), while at the fixed
-# profile the hint's config read 1.5 % faster in three of three pairs of processes (docs/perf.md,
-# 2026-11-28, "fusiongate's eviction hint").
+# (8 x 256 x 512 x 512) configs without the hint read 742.8 us against 783.0 us with it, within
+# 0.4 % of torch.compile's kernel (739.8 us; Inductor loads them without a hint), while at the fixed
+# profile the hint's config read 1.4-2.4 % faster in three of three pairs of processes
+# (docs/perf.md, 2026-11-28, "fusiongate's eviction hint"; the mixed set below not measured yet).
 CONFIGS = [
     _config(128, 8, 1, 2),
     _config(256, 8, 1, 4),

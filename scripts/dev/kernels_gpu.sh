@@ -3,7 +3,8 @@
 #   1. the launcher tests compiled on the GPU, every configuration they pin
 #      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md), spread over TEST_PROCS processes a test
 #      at a time, each test's duration in the log (every pinned config compiles: on an H200 the
-#      181 tests of 2026-11-28 took 303.6 s on 14 processes);
+#      181 tests of 2026-11-28 took 303.6 s on 4 processes, pyproject's --maxprocesses 4 then
+#      capping -n; the script now passes its own);
 #   2. each VARIANT folder against the tree as is, by apex-bench itself (variant_ab.sh), at
 #      PROFILE, for WORKLOADS;
 #   3. torch.compile's kernel beside the triton launcher for each of CELLS (compile_vs_triton.py).
@@ -23,7 +24,7 @@ say() { printf '%s\n' "$@" | tee -a "$dest/summary.txt"; }
 if [ "${TESTS:-1}" = 1 ]; then
     limit=${TEST_TIMEOUT:-450}
     APEX_TEST_KERNEL_DEVICE=cuda timeout "$limit" python3 -m pytest -v -p no:cacheprovider -x \
-        -n "${TEST_PROCS:-14}" --dist load --durations=40 \
+        -n "${TEST_PROCS:-14}" --maxprocesses "${TEST_PROCS:-14}" --dist load --durations=40 \
         tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
         tests/apex_kernels/test_ff_infer_kernels.py >"$dest/tests.txt" 2>&1
     code=$?
