@@ -35,10 +35,10 @@ _GRID_LIMIT = 65535  # CUDA limit of grid dimensions 1 and 2
 
 def _config(block_p: int, block_c: int, c_iters: int, warps: int, *,
             evict_first: bool = True) -> triton.Config:
-    meta = {"BLOCK_P": block_p, "BLOCK_C": block_c, "C_ITERS": c_iters}
+    meta: dict[str, int | str] = {"BLOCK_P": block_p, "BLOCK_C": block_c, "C_ITERS": c_iters}
     # the kernel's default is the hint, so configs (and shipped picks) made before it stay as they were
     if not evict_first:
-        meta["EVICT_FIRST"] = 0
+        meta["LOAD_EVICTION"] = ""  # tl.load's own default: no hint
     return triton.Config(meta, num_warps=warps)
 
 
@@ -93,7 +93,7 @@ def _fusiongate_kernel(
     boundary_ptr, uncertainty_ptr, base_ptr, detail_ptr, wb_ptr, wu_ptr, bias_ptr,
     alpha_ptr, fused_ptr, C, HW,
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, C_ITERS: tl.constexpr,
-    EVICT_FIRST: tl.constexpr = 1,
+    LOAD_EVICTION: tl.constexpr = "evict_first",
 ):
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -120,14 +120,10 @@ def _fusiongate_kernel(
         offs_c = (pid_c * C_ITERS + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         offs = offs_c[:, None] * HW + offs_p[None, :]
         mask = (offs_c < C)[:, None] & mask_p[None, :]
-        if EVICT_FIRST:
-            base = tl.load(base_ptr + img + offs, mask=mask, other=0.0,
-                           eviction_policy="evict_first").to(tl.float32)
-            detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0,
-                             eviction_policy="evict_first").to(tl.float32)
-        else:
-            base = tl.load(base_ptr + img + offs, mask=mask, other=0.0).to(tl.float32)
-            detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0).to(tl.float32)
+        base = tl.load(base_ptr + img + offs, mask=mask, other=0.0,
+                       eviction_policy=LOAD_EVICTION).to(tl.float32)
+        detail = tl.load(detail_ptr + img + offs, mask=mask, other=0.0,
+                         eviction_policy=LOAD_EVICTION).to(tl.float32)
         fused = base + alpha_row * (detail - base)
         tl.store(fused_ptr + img + offs, fused.to(fused_ptr.dtype.element_ty), mask=mask)
 
