@@ -12,7 +12,6 @@ Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
 """
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import torch
 from apex_core.correctness import compare_outputs
 from apex_core.measure.kernel_timer import KernelTimer
 from apex_core.measure.l2_flush import L2Flush
+from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
@@ -51,8 +51,7 @@ def main() -> None:
         reference = workload.reference(case, inputs)
         torch._dynamo.reset()
         compiled = torch.compile(partial(workload.reference, case), dynamic=False)
-        module, _, attribute = workload.implementations["triton"].partition(":")
-        launcher = getattr(importlib.import_module(module), attribute).bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs)
         for label, call in (("torch-compile", partial(compiled, inputs)), ("triton", launcher.run)):
             got = call()
             ok = compare_outputs(got, reference, workload.tolerance("fp16"), label).passed

@@ -20,7 +20,6 @@ Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
 """
 
 import argparse
-import importlib
 import json
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ import triton.language as tl
 from apex_core.measure.kernel_timer import KernelTimer
 from apex_core.measure.l2_flush import L2Flush, l2_flush_bytes
 from apex_core.measure.placements import padding_bytes
+from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
 from apex_core.timing import TimingOptions
 
@@ -92,8 +92,7 @@ def main() -> None:
     first = workload.make_inputs(case, "cuda", torch.float16, 0)
     padding = torch.empty(padding_bytes(1), dtype=torch.uint8, device="cuda")  # noqa: F841 (held)
     other = workload.make_inputs(case, "cuda", torch.float16, 0)
-    module, _, attribute = workload.implementations["triton"].partition(":")
-    launcher_type = getattr(importlib.import_module(module), attribute)
+    launcher_type = implementation(workload, "triton")
     triton_first = launcher_type.bind(workload, case, first).run
     compiled = partial(torch.compile(partial(workload.reference, case), dynamic=False), first)
     ways = flushes()

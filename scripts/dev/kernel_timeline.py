@@ -17,7 +17,6 @@ Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import statistics
 import tempfile
@@ -27,6 +26,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from apex_core.measure.l2_flush import L2Flush
+from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
 
 PREFIX = "timeline_call_"
@@ -74,8 +74,7 @@ def main() -> None:
         case = next(c for c in workload.cases(workload.make_params(args.profile))
                     if not case_name or c.name == case_name)
         inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
-        module, _, attribute = workload.implementations["triton"].partition(":")
-        launcher = getattr(importlib.import_module(module), attribute).bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs)
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()

@@ -10,6 +10,16 @@ import pytest
 
 pytest.importorskip("triton")
 
+import torch  # noqa: E402
+
+from adapters.triton_autotune import tuning_key  # noqa: E402
+from apex_core.plugin_api import implementation  # noqa: E402
+from apex_core.workloads.ff_infer import FFInfer  # noqa: E402
+from apex_core.workloads.fusiongate import FusionGate  # noqa: E402
+from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
+from apex_core.workloads.tilepack import TilePack  # noqa: E402
+from apex_core.workloads.tilessm_scan import TileSSMScan  # noqa: E402
+from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
 from apex_kernels import tuned  # noqa: E402
 from apex_kernels.tuned import PicksError, model_slug, picks_path, read_picks, write_picks  # noqa: E402
 
@@ -112,25 +122,14 @@ def test_every_shipped_pick_is_for_a_key_a_built_in_cell_computes():
     # sizes, the key moves, the pick is never looked up and the kernel is tuned again in every
     # process, silently. The shipped files are of the fixed profile in fp16: each of their keys
     # must be one that binding a built-in cell there computes (binding launches nothing).
-    import torch
-
-    from adapters.triton_autotune import tuning_key
-    from apex_core.plugin_api import implementation
-    from apex_core.workloads.ff_infer import FFInfer
-    from apex_core.workloads.fusiongate import FusionGate
-    from apex_core.workloads.tile_stage1 import TileStage1
-    from apex_core.workloads.tilepack import TilePack
-    from apex_core.workloads.tilessm_scan import TileSSMScan
-    from apex_core.workloads.tileunpack import TileUnpack
-
-    computed = set()
+    launches = []
     for workload in (FFInfer(), FusionGate(), TileStage1(), TilePack(), TileSSMScan(), TileUnpack()):
         for case in workload.cases(workload.make_params("fixed")):
             inputs = workload.make_inputs(case, "cpu", torch.float16, 0)
-            launcher = implementation(workload, "triton").bind(workload, case, inputs)
-            names = tuned.kernel_ids(tuned.autotuners())
-            computed.update((names[id(launch.kernel)], tuning_key(launch.kernel, launch.args, launch.meta))
-                            for launch in launcher.launches if id(launch.kernel) in names)
+            launches += implementation(workload, "triton").bind(workload, case, inputs).launches
+    names = tuned.kernel_ids(tuned.autotuners())  # after binding: every kernel module is imported
+    computed = {(names[id(launch.kernel)], tuning_key(launch.kernel, launch.args, launch.meta))
+                for launch in launches if id(launch.kernel) in names}
     for path in sorted(tuned.PICKS_DIR.glob("*.json")):
         unused = [(kernel, key) for kernel, entries in read_picks(path).picks.items() for key, _ in entries
                   if (kernel, key) not in computed]
