@@ -2,7 +2,7 @@
 # The device's gaps between dependent launches, into one file (the device returns few files):
 # pdl_chain.py (what programmatic dependent launch takes off a chain of small kernels), then
 # kernel_timeline.py for CELLS on the tree as is and, if VARIANT is given, with its files in place
-# (restored after, as variant_ab.sh does).
+# (restored after: variant_files.sh).
 #   [CELLS="ff-infer"] [PROFILE=fixed] bash scripts/dev/launch_gaps.sh OUT_FILE [VARIANT]
 set -u
 out=${1:?OUT_FILE} variant=${2:-}
@@ -18,13 +18,9 @@ timeline() {
     timeline
 } >>"$out" 2>&1
 if [ -n "$variant" ]; then
-    rm -rf /tmp/gaps-orig
-    mkdir -p /tmp/gaps-orig
-    (cd "$variant" && find . -type f) >/tmp/gaps-files
-    while read -r f; do
-        [ -f "$f" ] && mkdir -p "/tmp/gaps-orig/$(dirname "$f")" && cp "$f" "/tmp/gaps-orig/$f"
-    done </tmp/gaps-files
-    cp -r "$variant"/. .
+    source scripts/dev/variant_files.sh
+    variant_save "$variant"
+    variant_apply "$variant"
     { echo "## kernel_timeline, $variant"; timeline; } >>"$out" 2>&1
-    cp -r /tmp/gaps-orig/. .
+    variant_restore
 fi

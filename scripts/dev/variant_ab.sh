@@ -12,10 +12,10 @@ dest=${1:?DEST folder} variant=${2:?VARIANT folder} rounds=${3:?ROUNDS}
 shift 3
 out=/tmp/ab
 # fresh each time: a warm machine keeps /tmp, and an earlier variant's reports must not be read as this one's
-rm -rf "$out" /tmp/ab-orig
-mkdir -p "$out" /tmp/ab-orig
-(cd "$variant" && find . -type f) >/tmp/ab-files
-while read -r f; do mkdir -p "/tmp/ab-orig/$(dirname "$f")"; cp "$f" "/tmp/ab-orig/$f"; done </tmp/ab-files
+rm -rf "$out"
+mkdir -p "$out"
+source scripts/dev/variant_files.sh
+variant_save "$variant"
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
 run() {  # run NAME: one fresh process of the suite
     timeout 280 apex-bench --quiet --no-history --device cuda "$@" --output-json "$out/$name.json" \
@@ -24,9 +24,9 @@ run() {  # run NAME: one fresh process of the suite
 }
 for r in $(seq 1 "$rounds"); do
     name=a$r run "$@"
-    cp -r "$variant"/. .
+    variant_apply "$variant"
     name=b$r run "$@"
-    cp -r /tmp/ab-orig/. .
+    variant_restore
 done
 tar czf "$dest/ab.tgz" -C "$out" .
 python3 - "$out" <<'PY'
