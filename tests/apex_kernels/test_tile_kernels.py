@@ -242,6 +242,13 @@ def test_tile_stage1_selection_mask_prepass(dtype_name: str, monkeypatch: pytest
     assert metadata["MASKED"] and metadata["prepass"] == "_selection_mask_kernel"
     every = check_repeated(TileStage1(), "default", dtype_name, {"height": 8, "width": 8, "kmax": 64})
     assert every["MASKED"]
+    # three images (the mask's per-image offsets), four tiles per band over six tiles a row (a
+    # partial last column block), and a partial last prepass program per image
+    monkeypatch.setattr(tile_stage1, "COLUMN_BUDGET", 16)
+    for kmax in (3, 7, 18):
+        several = check_repeated(TileStage1(), "default", dtype_name,
+                                 {"batch": 3, "height": 12, "width": 24, "kmax": kmax})
+        assert several["MASKED"] and several["NTB"] == 4
 
 
 # --- support and the backend ------------------------------------------------------------
