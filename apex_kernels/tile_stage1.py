@@ -4,7 +4,11 @@ Each program owns a band of the image that lies inside one row of tiles: RB pixe
 rows x NTB whole tiles, and CB steps of BLOCK_C channels. It decides once which of
 its tiles are selected (a histogram of the K selected ids over its NTB tile ids),
 then reads x once and writes out once: ``(x*vs + vb) * max(x*gs + gb, 0)`` on
-selected tiles, ``x`` elsewhere. No mask tensor, no scatter, no second launch.
+selected tiles, ``x`` elsewhere. While K < MASK_MIN_K that is one launch and no mask tensor.
+From MASK_MIN_K on, every program binning all K ids (over its 16 tiles, for each of its channel
+groups) would read the ids from L2 far more often than x from DRAM (at the large profile 131,072
+programs x 4 KB of ids against 2.1 GB of x), so a prepass bins them once per image into a byte per
+tile, and each program reads its NTB bytes of that instead.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from apex_kernels._utils import (
 
 # Selected ids binned per vector step; larger K is binned in chunks.
 MAX_KC = 1024
+# From this K on, a prepass writes a byte per tile (selected or not) that the main kernel reads.
+MASK_MIN_K = 128
+# Tiles a prepass program covers (its histogram's bins).
+MASK_BINS = 1024
 # Pixels per channel a program covers (columns x rows), before BLOCK_C multiplies it.
 COLUMN_BUDGET = 128
 PIXEL_BUDGET = 1024
@@ -59,6 +67,17 @@ def _selected(idx, row0, K, first_tile, NTB: tl.constexpr, KC: tl.constexpr):
         # compare replicated the id loads across threads and saturated L1 (ncu, H200)
         count += tl.histogram(pos, NTB, mask=(kk < K) & (pos >= 0) & (pos < NTB))
     return count > 0
+
+
+@triton.jit
+def _selection_mask_kernel(idx, selected, K, TILES, BINS: tl.constexpr, KC: tl.constexpr):
+    """``selected[b, j] = 1`` when tile j is among ``idx[b]``, else 0, for BINS tiles from
+    ``program_id(1) * BINS``: every byte is written on every call, so no zeroing is needed."""
+    b = tl.program_id(0)
+    first = tl.program_id(1) * BINS
+    hit = _selected(idx, b * K, K, first, BINS, KC)
+    tiles = first + tl.arange(0, BINS)
+    tl.store(selected + b.to(tl.int64) * TILES + tiles, hit.to(tl.int8), mask=tiles < TILES)
 
 
 @triton.jit
@@ -95,10 +114,11 @@ def band_block(pid, H, W, T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, N
 
 @triton.autotune(configs=autotune_configs(BAND_CONFIGS), key=["C", "H", "W", "K", "T"])
 @triton.jit
-def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
+def _stage1_kernel(x, idx, selected, vs, vb, gs, gb, out, C, H, W, K,
                    T: tl.constexpr, TP: tl.constexpr, RB: tl.constexpr, NTB: tl.constexpr,
-                   KC: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
-    """Axis 0: (b, tile row, row chunk, tile-column block); axis 1: CB channel blocks."""
+                   KC: tl.constexpr, MASKED: tl.constexpr, BLOCK_C: tl.constexpr, CB: tl.constexpr):
+    """Axis 0: (b, tile row, row chunk, tile-column block); axis 1: CB channel blocks. MASKED:
+    the selection comes from the prepass's bytes per tile, not from binning the ids here."""
     per_row = W // T
     b, ty, cb, y4, x4, pix_ok = band_block(tl.program_id(0), H, W, T, TP, RB, NTB)
     c = tl.program_id(1) * CB * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -106,7 +126,14 @@ def _stage1_kernel(x, idx, vs, vb, gs, gb, out, C, H, W, K,
     offs = ((b.to(tl.int64) * C + c[:, None, None, None]) * H + y4) * W + x4
     # issued before the id compares so its DRAM latency overlaps them
     xv = tl.load(x + offs, mask=mask)
-    keep = _selected(idx, b * K, K, ty * per_row + cb * NTB, NTB, KC)[None, None, :, None]
+    first_tile = ty * per_row + cb * NTB
+    if MASKED:
+        tiles = cb * NTB + tl.arange(0, NTB)
+        hit = tl.load(selected + b.to(tl.int64) * (H // T) * per_row + ty * per_row + tiles,
+                      mask=tiles < per_row, other=0) != 0
+    else:
+        hit = _selected(idx, b * K, K, first_tile, NTB, KC)
+    keep = hit[None, None, :, None]
     for i in tl.static_range(CB):
         if i > 0:
             c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -165,15 +192,24 @@ def tile_stage1_launcher(x: torch.Tensor, indices: torch.Tensor, value_scale: to
     programs_axis0 = b * (h // t) * triton.cdiv(t, rb) * triton.cdiv(per_row, ntb)
     result = output_buffer(out, "out", x, (b, c, h, w))
     outputs = {"out": result}
+    masked = k >= MASK_MIN_K
+    tiles = (h // t) * per_row
+    # a byte per tile, rewritten by the prepass on every call (allocated once, here)
+    selected = torch.empty((b, tiles) if masked else (1,), dtype=torch.int8, device=x.device)
+    bins = min(triton.next_power_of_2(tiles), MASK_BINS)
+    prepass = [KernelLaunch("tile-stage1", _selection_mask_kernel, (b, triton.cdiv(tiles, bins)),
+                            (indices, selected, k, tiles), {"BINS": bins, "KC": kc, "num_warps": 4},
+                            shape_bucket(b, c, h, w, t, k), {"BINS": bins, "KC": kc, "num_warps": 4})
+               ] if masked else []
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block
         return (programs_axis0, triton.cdiv(c, meta["BLOCK_C"] * meta["CB"]))
 
     launch = KernelLaunch("tile-stage1", _stage1_kernel, grid,
-                          (x, indices, value_scale, value_bias, gate_scale, gate_bias, result,
-                           c, h, w, k),
-                          {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc},
+                          (x, indices, selected, value_scale, value_bias, gate_scale, gate_bias,
+                           result, c, h, w, k),
+                          {"T": t, "TP": tp, "RB": rb, "NTB": ntb, "KC": kc, "MASKED": masked},
                           shape_bucket(b, c, h, w, t, k))
     metadata = {
         "kernel": "_stage1_kernel",
@@ -183,9 +219,13 @@ def tile_stage1_launcher(x: torch.Tensor, indices: torch.Tensor, value_scale: to
         "RB": rb,
         "NTB": ntb,
         "KC": kc,
+        "MASKED": masked,
         "autotuned": ["BLOCK_C", "CB", "num_warps"],
     }
-    return Launcher(sequential([launch], outputs), outputs, (launch,), metadata)
+    if masked:
+        metadata["prepass"] = "_selection_mask_kernel"
+    launches = (*prepass, launch)
+    return Launcher(sequential(launches, outputs), outputs, launches, metadata)
 
 
 def tile_stage1(x: torch.Tensor, indices: torch.Tensor, value_scale: torch.Tensor,

@@ -230,6 +230,27 @@ def test_tile_stage1_small_bands(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (metadata["NTB"], metadata["RB"], metadata["KC"]) == (1, 2, 2)
 
 
+@pytest.mark.parametrize("dtype_name", ["fp32", "fp16"])
+def test_tile_stage1_selection_mask_prepass(dtype_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the prepass path at small K: four tiles per prepass program (several per image), ids binned
+    # two at a time, one tile per band, so each program reads its own byte of the mask
+    monkeypatch.setattr(tile_stage1, "MASK_MIN_K", 1)
+    monkeypatch.setattr(tile_stage1, "MASK_BINS", 4)
+    monkeypatch.setattr(tile_stage1, "MAX_KC", 2)
+    monkeypatch.setattr(tile_stage1, "COLUMN_BUDGET", 4)
+    metadata = check_repeated(TileStage1(), "default", dtype_name, {"kmax": 5})
+    assert metadata["MASKED"] and metadata["prepass"] == "_selection_mask_kernel"
+    every = check_repeated(TileStage1(), "default", dtype_name, {"height": 8, "width": 8, "kmax": 64})
+    assert every["MASKED"]
+    # three images (the mask's per-image offsets), four tiles per band over six tiles a row (a
+    # partial last column block), and a partial last prepass program per image
+    monkeypatch.setattr(tile_stage1, "COLUMN_BUDGET", 16)
+    for kmax in (3, 7, 18):
+        several = check_repeated(TileStage1(), "default", dtype_name,
+                                 {"batch": 3, "height": 12, "width": 24, "kmax": kmax})
+        assert several["MASKED"] and several["NTB"] == 4
+
+
 # --- support and the backend ------------------------------------------------------------
 
 
