@@ -22,6 +22,7 @@ import torch
 import triton
 
 from apex_kernels import fusiongate, tilessm_scan
+from apex_kernels._dependent import dependent, dependent_launches_run_on
 from apex_kernels._utils import (
     KernelLaunch,
     Launcher,
@@ -30,6 +31,7 @@ from apex_kernels._utils import (
     dtype_name,
     interpreting,
     pin_config,
+    sequential,
 )
 from apex_kernels.ff_infer.kernels import (
     DW_CONFIGS,
@@ -131,6 +133,14 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     scan_fn = scan.run
     pw, pw_bias = w["pw_weight"].t(), w["pw_bias"]
 
+    if dependent_launches_run_on(src.device):
+        # every launch here follows a kernel of this call: each may launch while the one before ends
+        mean, mlp, dw, norm = (dependent(launch) for launch in (mean, mlp, dw, norm))
+        scan_launches = [dependent(launch) for launch in scan.launches]
+        scan_fn = sequential(scan_launches, scan.outputs)
+    else:
+        scan_launches = list(scan.launches)
+
     def run() -> None:
         mean()
         scan_fn()
@@ -140,7 +150,7 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         torch.addmm(pw_bias, depthwise, pw, out=mixed)
         norm()
 
-    launches = [mean, *scan.launches, mlp, dw, norm]
+    launches = [mean, *scan_launches, mlp, dw, norm]
     return run, launches, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
@@ -209,7 +219,10 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                           (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
                            features.shape[3] // (2 * tile_size)),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    gate_fn = gate.run
+    gate_launches = list(gate.launches)
+    if dependent_launches_run_on(features.device):
+        gate_launches = [dependent(launch) for launch in gate_launches]
+    gate_fn = sequential(gate_launches, gate.outputs)
     outputs = {"fused": fused, "alpha": alpha}
 
     def run() -> dict[str, torch.Tensor]:
@@ -219,7 +232,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
         level1()
         return outputs
 
-    launches = (select, *gate.launches, *launches0, *launches1)
+    launches = (select, *gate_launches, *launches0, *launches1)
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 14,
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index}
