@@ -220,7 +220,9 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                            features.shape[3] // (2 * tile_size)),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
     gate_launches = list(gate.launches)
-    if dependent_launches_run_on(features.device):
+    pdl = dependent_launches_run_on(features.device)
+    if pdl:
+        select = dependent(select)
         gate_launches = [dependent(launch) for launch in gate_launches]
     gate_fn = sequential(gate_launches, gate.outputs)
     outputs = {"fused": fused, "alpha": alpha}
@@ -235,7 +237,8 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     launches = (select, *gate_launches, *launches0, *launches1)
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 14,
                 "triton_launches": len(launches), "levels": [meta0, meta1],
-                "fusiongate": gate.metadata, "config_index": config_index}
+                "fusiongate": gate.metadata, "config_index": config_index,
+                "dependent_launch": pdl}
     return Launcher(run, outputs, launches, metadata)
 
 

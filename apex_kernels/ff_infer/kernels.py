@@ -47,8 +47,11 @@ def _ranked_ahead(v_i, i, v_j, j, valid_j):
 
 
 @triton.jit
-def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr):
+def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr,
+                   PDL: tl.constexpr = 0):
     """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util."""
+    # dependent too, so that it lets the gate launch early (whatever ran before it is waited for)
+    await_previous(PDL)
     b = tl.program_id(0).to(tl.int64)
     util = util_ptr + b * N0
     split = split_ptr + b * N0
