@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from apex_kernels._dependent import await_previous
 from apex_kernels._utils import (
     KernelLaunch,
     Launcher,
@@ -93,8 +94,9 @@ def _fusiongate_kernel(
     boundary_ptr, uncertainty_ptr, base_ptr, detail_ptr, wb_ptr, wu_ptr, bias_ptr,
     alpha_ptr, fused_ptr, C, HW,
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, C_ITERS: tl.constexpr,
-    LOAD_EVICTION: tl.constexpr = "evict_first",
+    LOAD_EVICTION: tl.constexpr = "evict_first", PDL: tl.constexpr = 0,
 ):
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2).to(tl.int64)  # B * C * HW may pass 2**31

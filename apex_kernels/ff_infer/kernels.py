@@ -10,6 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from apex_kernels._dependent import await_previous
 from apex_kernels._utils import autotune_configs
 
 SELECT_BLOCK = 64  # utilities compared per step: [64, 64] pairs
@@ -46,8 +47,11 @@ def _ranked_ahead(v_i, i, v_j, j, valid_j):
 
 
 @triton.jit
-def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr):
+def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr,
+                   PDL: tl.constexpr = 0):
     """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util."""
+    # dependent too, so that it lets the gate launch early (whatever ran before it is waited for)
+    await_previous(PDL)
     b = tl.program_id(0).to(tl.int64)
     util = util_ptr + b * N0
     split = split_ptr + b * N0
@@ -110,8 +114,9 @@ def _modulate(raw, scale, shift):
 @triton.autotune(configs=autotune_configs(MEAN_CONFIGS), key=["C", "K", "S"])
 @triton.jit
 def _tile_mean_kernel(src_ptr, ids_ptr, tok_ptr, C, H, W, K,
-                      S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr):
+                      S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
     """tokens[n, c] = mean of tile n of src over its s x s pixels (fp32 sum)."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     n = tl.program_id(0).to(tl.int64)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
@@ -134,9 +139,11 @@ def _dot(a, b, acc, IEEE: tl.constexpr):
 @triton.jit
 def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
                       HP: tl.constexpr, IEEE: tl.constexpr,
-                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr):
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr,
+                      PDL: tl.constexpr = 0):
     """out[n] = relu(x[n] @ w1.T + b1) @ w2.T + b2 for BLOCK_N tokens: both GEMMs, the biases
     and the ReLU in one launch, the hidden layer rounded to the data dtype as F.linear leaves it."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_n = rows < N
     h = tl.arange(0, HP)
@@ -163,8 +170,9 @@ def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
 @triton.jit
 def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
-                        S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr):
+                        S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
     """D[n, p, c] = depthwise 3x3 of the modulated tile n, zero-padded at the tile border."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     n = tl.program_id(0).to(tl.int64)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_c = offs_c < C
@@ -194,8 +202,9 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
 def _norm_gate_kernel(src_ptr, ids_ptr, gb_ptr, u_ptr, nw_ptr, nb_ptr, vs_ptr, vb_ptr, gs_ptr,
                       gsh_ptr, alpha_ptr, dst_ptr, C, H, W, K, EPS,
                       S: tl.constexpr, SSP: tl.constexpr, BLEND: tl.constexpr,
-                      BLOCK_C: tl.constexpr, CSPLIT: tl.constexpr):
+                      BLOCK_C: tl.constexpr, CSPLIT: tl.constexpr, PDL: tl.constexpr = 0):
     """Group norm of tile n of U, gated ReLU, + the modulated tile; stored (or blended) in dst."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     n = tl.program_id(0).to(tl.int64)
     img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
     p = tl.arange(0, SSP)

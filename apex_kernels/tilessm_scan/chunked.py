@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from apex_kernels._dependent import await_previous
 from apex_kernels._utils import KernelLaunch, autotune_configs, pin_config
 from apex_kernels.tilessm_scan._scan import (
     _channel_params,
@@ -118,8 +119,9 @@ def _ssm_scan_kernel(
     tok_ptr, decay_ptr, gain_ptr, ogain_ptr, sbias_ptr, gate_ptr, init_ptr,
     y_ptr, sf_ptr, sb_ptr, carry_ptr, K, C, N_CHUNKS, CLAMP, D_MIN, D_MAX,
     DIRECTION: tl.constexpr, MERGE: tl.constexpr, BLOCK_K: tl.constexpr,
-    BLOCK_C: tl.constexpr,
+    BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0,
 ):
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
     pid_b = tl.program_id(0).to(tl.int64)  # B * K * C may pass 2**31
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_c = offs_c < C
