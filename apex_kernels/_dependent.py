@@ -6,10 +6,17 @@ the next kernel is launched early; ``await_previous`` at the top of its body the
 until the kernel before has finished and its writes are visible (``griddepcontrol.wait``), and lets
 the one after it launch in turn. A kernel launched so must call ``await_previous(PDL)`` before any
 load or store; ``dependent`` sets both, so that they never come apart.
+
+An autotuner must not benchmark its configurations under dependent launch: its repeats of one
+kernel then overlap their launches, and at ff-infer's large profile on an H200 that changed the
+picks of three kernels and cost the call 2.7 % (docs/perf.md, 2026-11-28). ``chain`` therefore
+issues its first call plainly, which is when each autotuner meets its key, and every later one
+dependently; a key is the same either way, so the later calls find the configurations tuned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -36,3 +43,31 @@ def dependent_launches_run_on(device: torch.device) -> bool:
 def dependent(launch: KernelLaunch) -> KernelLaunch:
     """``launch`` started under programmatic dependent launch; its kernel takes ``PDL``."""
     return replace(launch, meta={**launch.meta, "PDL": 1, "launch_pdl": True})
+
+
+Step = KernelLaunch | Callable[[], object]  # a Triton launch, or work on another library's kernels
+
+
+def _issue(steps: Sequence[Step]) -> Callable[[], None]:
+    bound = [(s.start, s.args, s.meta) if isinstance(s, KernelLaunch) else (s, (), {}) for s in steps]
+
+    def run() -> None:
+        for start, args, meta in bound:
+            start(*args, **meta)
+
+    return run
+
+
+def chain(steps: Sequence[Step], pdl: bool) -> Callable[[], None]:
+    """A call that issues ``steps`` in order; with ``pdl``, plainly the first time and with every
+    Triton launch dependent from then on (the module doc says why)."""
+    plain = _issue(steps)
+    if not pdl:
+        return plain
+    later = _issue([dependent(s) if isinstance(s, KernelLaunch) else s for s in steps])
+    first = iter([plain])
+
+    def run() -> None:
+        next(first, later)()
+
+    return run

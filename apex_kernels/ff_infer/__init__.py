@@ -15,14 +15,14 @@ size. docs/kernels-ff-infer.md has the design and the measurements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import triton
 
 from apex_kernels import fusiongate, tilessm_scan
-from apex_kernels._dependent import dependent, dependent_launches_run_on
+from apex_kernels._dependent import Step, chain, dependent, dependent_launches_run_on
 from apex_kernels._utils import (
     KernelLaunch,
     Launcher,
@@ -31,7 +31,6 @@ from apex_kernels._utils import (
     dtype_name,
     interpreting,
     pin_config,
-    sequential,
 )
 from apex_kernels.ff_infer.kernels import (
     DW_CONFIGS,
@@ -83,10 +82,9 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
-           norm_eps: float, config_index: int | None, pdl: bool
-           ) -> tuple[Callable[[], None], list[KernelLaunch], dict[str, Any]]:
-    """One level's launches: tile means, scan, MLP, modulate + depthwise, mix, norm into dst;
-    ``pdl``: each launched dependently on the one before."""
+           norm_eps: float, config_index: int | None) -> tuple[list[Step], dict[str, Any]]:
+    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix (cuBLAS), norm
+    into dst."""
     b, c, h, width = src.shape
     k = ids.shape[1]
     n, pixels = b * k, side * side
@@ -131,28 +129,14 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
                  (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
                   c, h, width, k, norm_eps), {"BLEND": alpha is not None})
-    scan_fn = scan.run
     pw, pw_bias = w["pw_weight"].t(), w["pw_bias"]
 
-    if pdl:
-        # every launch here follows a kernel of this call: each may launch while the one before ends
-        mean, mlp, dw, norm = (dependent(launch) for launch in (mean, mlp, dw, norm))
-        scan_launches = [dependent(launch) for launch in scan.launches]
-        scan_fn = sequential(scan_launches, scan.outputs)
-    else:
-        scan_launches = list(scan.launches)
-
-    def run() -> None:
-        mean()
-        scan_fn()
-        mlp()
-        dw()
+    def mix() -> None:
         # addmm is what F.linear runs for 2-D inputs with a bias: the same cuBLAS GEMM
         torch.addmm(pw_bias, depthwise, pw, out=mixed)
-        norm()
 
-    launches = [mean, *scan_launches, mlp, dw, norm]
-    return run, launches, {"tiles": k, "side": side, "scan": scan.metadata}
+    steps: list[Step] = [mean, *scan.launches, mlp, dw, mix, norm]
+    return steps, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
 def _check_inputs(features: torch.Tensor, tensors: dict[str, torch.Tensor],
@@ -210,33 +194,29 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     # the gate first, on (features, features): alpha, and fused = features exactly
     gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
     fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
-    pdl = dependent_launches_run_on(dev)
-    level0, launches0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0],
-                                      None, scan_merge, norm_eps, config_index, pdl)
+    steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
+                           norm_eps, config_index)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
-    level1, launches1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha,
-                                      scan_merge, norm_eps, config_index, pdl)
+    steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
+                           config_index)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
                           (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
                            features.shape[3] // (2 * tile_size)),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    gate_launches = list(gate.launches)
-    if pdl:
-        select = dependent(select)
-        gate_launches = [dependent(launch) for launch in gate_launches]
-    gate_fn = sequential(gate_launches, gate.outputs)
+    steps = [select, *gate.launches, *steps0, *steps1]
+    # every Triton launch follows a kernel of this call (the first, one of the call before): each
+    # may launch while the one before it ends, where the device can
+    pdl = dependent_launches_run_on(dev)
+    issue = chain(steps, pdl)
     outputs = {"fused": fused, "alpha": alpha}
 
     def run() -> dict[str, torch.Tensor]:
-        select()
-        gate_fn()
-        level0()
-        level1()
+        issue()
         return outputs
 
-    launches = (select, *gate_launches, *launches0, *launches1)
-    metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": 14,
+    launches = tuple(dependent(s) if pdl else s for s in steps if isinstance(s, KernelLaunch))
+    metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index,
                 "dependent_launch": pdl}

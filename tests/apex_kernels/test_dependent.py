@@ -7,7 +7,8 @@ import torch
 
 from adapters import triton_ops
 from apex_core.workloads.ff_infer import FFInfer
-from apex_kernels._dependent import dependent, dependent_launches_run_on
+from apex_kernels._dependent import chain, dependent, dependent_launches_run_on
+from apex_kernels._utils import KernelLaunch
 
 
 def test_a_dependent_launch_sets_the_launch_flag_and_the_kernel_s_wait_together() -> None:
@@ -34,3 +35,25 @@ def test_no_dependent_launches_on_the_cpu_or_in_the_interpreter() -> None:
     launcher = triton_ops.FF_INFER.bind(workload, case, workload.make_inputs(case, "cpu", torch.float32, 0))
     assert all("launch_pdl" not in launch.meta for launch in launcher.launches)
     assert launcher.metadata["dependent_launch"] is False
+
+
+def test_a_chain_issues_its_first_call_plainly_and_every_later_one_dependently() -> None:
+    # the first call is when an autotuner meets its key: its configurations must be timed as they
+    # run alone, not with their repeats' launches overlapped
+    issued: list[object] = []
+
+    class Kernel:  # records how each launch was started
+        def __getitem__(self, grid):
+            return lambda *args, **meta: issued.append(meta.get("launch_pdl", False))
+
+    launch = KernelLaunch("op", Kernel(), (1,), (), {}, "bucket")
+    steps = [launch, lambda: issued.append("cublas"), launch]
+    run = chain(steps, pdl=True)
+    for _ in range(3):
+        run()
+    assert issued == [False, "cublas", False] + [True, "cublas", True] * 2
+    issued.clear()
+    plain = chain(steps, pdl=False)
+    plain()
+    plain()
+    assert issued == [False, "cublas", False] * 2
