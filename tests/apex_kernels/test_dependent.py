@@ -7,6 +7,7 @@ import torch
 
 from adapters import triton_ops
 from apex_core.workloads.ff_infer import FFInfer
+from apex_kernels import ff_infer
 from apex_kernels._dependent import chain, dependent, dependent_launches_run_on
 from apex_kernels._utils import KernelLaunch
 
@@ -37,23 +38,36 @@ def test_no_dependent_launches_on_the_cpu_or_in_the_interpreter() -> None:
     assert launcher.metadata["dependent_launch"] is False
 
 
-def test_a_chain_issues_its_first_call_plainly_and_every_later_one_dependently() -> None:
-    # the first call is when an autotuner meets its key: its configurations must be timed as they
-    # run alone, not with their repeats' launches overlapped
+def test_a_chain_issues_every_triton_launch_dependently_or_none() -> None:
     issued: list[object] = []
 
     class Kernel:  # records how each launch was started
         def __getitem__(self, grid):
-            return lambda *args, **meta: issued.append(meta.get("launch_pdl", False))
+            return lambda *args, **meta: issued.append((meta.get("launch_pdl", False), meta.get("PDL", 0)))
 
     launch = KernelLaunch("op", Kernel(), (1,), (), {}, "bucket")
     steps = [launch, lambda: issued.append("cublas"), launch]
-    run = chain(steps, pdl=True)
-    for _ in range(3):
+    for pdl, expected in ((True, (True, 1)), (False, (False, 0))):
+        issued.clear()
+        run = chain(steps, pdl)
         run()
-    assert issued == [False, "cublas", False] + [True, "cublas", True] * 2
-    issued.clear()
-    plain = chain(steps, pdl=False)
-    plain()
-    plain()
-    assert issued == [False, "cublas", False] * 2
+        run()
+        assert issued == [expected, "cublas", expected] * 2
+
+
+@pytest.mark.parametrize(("shape", "dependent_launch"), [
+    ((1, 128, 128, 128), True),  # the fixed profile: 4 MiB, measured 29 % faster so (H200)
+    ((8, 256, 512, 512), False),  # the large one: 1 GiB, measured 2.7-5.5 % slower so
+])
+def test_ff_infer_launches_dependently_only_where_its_maps_fit_in_the_l2(monkeypatch, shape,
+                                                                         dependent_launch) -> None:
+    class H200:
+        L2_cache_size = 60 * 2**20
+
+    monkeypatch.setattr(ff_infer, "dependent_launches_run_on", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: H200())
+    features = torch.empty(shape, dtype=torch.float16, device="meta")
+    reason = ff_infer.dependent_launch_reason(features, torch.device("cuda"))
+    assert (reason is None) == dependent_launch
+    if reason:
+        assert "(2048 MiB) do not fit in the L2 (60 MiB)" in reason
