@@ -2,13 +2,13 @@
 
 The default method reads ff-infer about 20 us above the sum of its kernels (docs/perf.md), the
 device's gaps between 14 dependent launches. This profiles CALLS calls of the triton launcher of
-each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued ahead as under the
-held timer: no sync between calls) with ``torch.profiler`` and prints, per kernel position in the
-call, the median over the calls of its duration and of the gap from the end of the kernel before it
-to its start (negative where they overlap, as a dependent launch may), then per call the median
-time the device was busy (the union of the kernels' intervals: a dependent kernel's duration
-includes its wait inside the kernel before, so a sum would count that twice), the span from the
-first start to the last end, and the idle time between (span - busy).
+each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued ahead behind a sleep
+kernel as under the held timer, no sync between calls) with ``torch.profiler`` and prints, per
+kernel position in the call, the median over the calls of its duration and of the gap from the end
+of the kernel before it to its start (negative where they overlap, as a dependent launch may), then
+per call the median time the device was busy (the union of the kernels' intervals: a dependent
+kernel's duration includes its wait inside the kernel before, so a sum would count that twice), the
+span from the first start to the last end, and the idle time between (span - busy).
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
@@ -20,6 +20,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -78,7 +79,16 @@ def main() -> None:
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()
+        began = time.perf_counter()
+        for _ in range(args.calls):
+            flush()
+            launcher.run()
+        torch.cuda.synchronize()
+        # the stream held until every call is queued, four times the unprofiled queueing at 2 GHz:
+        # unheld, the profiled host fell behind and the gaps were its own (30-75 us, H200, 2026-11-28)
+        hold_cycles = int(4 * (time.perf_counter() - began) * 2e9)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            torch.cuda._sleep(hold_cycles)
             for i in range(args.calls):
                 flush()
                 with record_function(f"{PREFIX}{i}"):

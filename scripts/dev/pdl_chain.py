@@ -5,9 +5,9 @@ it reads about 20 us above the kernels' own time on an H100 (90 against 69 us, d
 device's gaps between launches. On Hopper a kernel launched with ``launch_pdl=True`` may start while
 the kernel before it still runs; ``gdc_wait()`` at its top holds it until that kernel has finished
 and its writes are visible, and ``gdc_launch_dependents()`` in the kernel before says when the next
-may launch. This times, by CUDA events around ROUNDS back-to-back chains (the host queued ahead, as
-the held timer has it), a chain of LENGTH kernels that each add one to a buffer of N elements and
-write the next buffer, so every kernel depends on the one before:
+may launch. This times, by CUDA events around ROUNDS back-to-back chains (the host queued ahead
+behind a sleep kernel, as the held timer has it), a chain of LENGTH kernels that each add one to a
+buffer of N elements and write the next buffer, so every kernel depends on the one before:
   plain        no PDL;
   pdl-wait     launched with PDL, each waits first, no early trigger (launch when the kernel before ends);
   pdl-trigger  launched with PDL, each waits first and triggers its dependents right after the wait;
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from functools import partial
 
 import torch
@@ -55,10 +56,22 @@ def chain(buffers: list[torch.Tensor], length: int, pdl: bool, trigger: bool) ->
 
 
 def per_chain_us(run, rounds: int, repeats: int = 5) -> float:
-    """Median over ``repeats`` of the events' time around ``rounds`` back-to-back runs, per run."""
+    """Median over ``repeats`` of the events' time around ``rounds`` back-to-back runs, per run.
+
+    The stream is held by a sleep kernel until every run is queued (the held method of
+    docs/timing.md): unheld, the first version of this script timed Python's launch rate, 13-17
+    us per launch, not the device (H200, 2026-11-28: one kernel of 65,536 elements read 24 us).
+    """
+    run()
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    run()
+    torch.cuda.synchronize()
+    hold_cycles = int(2 * (time.perf_counter() - began) * rounds * 2e9)  # twice the queueing, at 2 GHz
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(hold_cycles)
         start.record()
         for _ in range(rounds):
             run()
@@ -72,7 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--length", type=int, default=12)
     parser.add_argument("--elements", type=int, nargs="+", default=[65536, 262144, 4194304])
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=50)  # x length launches must fit the launch queue
     args = parser.parse_args()
     print(json.dumps({"gpu": torch.cuda.get_device_name(), "triton": triton.__version__}))
     for n in args.elements:
