@@ -9,11 +9,9 @@ load or store; ``dependent`` sets both, so that they never come apart.
 
 Dependent launch pays where a chain's kernels are microseconds long and the device's gap between
 two of them is a large share of the call; where they are long it can cost (docs/perf.md,
-2026-11-28: ff-infer on an H200, 29 % faster at the fixed profile, 2.7-5.5 % slower at the large
-one). Whoever chains kernels decides where it turns on; ``chain`` issues every Triton launch of
-a call dependently or none. An autotuner meets its key on a call like any other, so it times its
-configurations as they will run: at the large profile, with configurations tuned under dependent
-launch the call ran 2.7 % slower than without it, with those tuned on plain launches 5.5 %.
+2026-11-28: ff-infer on an H200 took 28-29 % less time at the fixed profile and 2.7-5.5 % more at
+the large one). Whoever chains kernels decides where it turns on. An autotuner meets its key on a
+call like any other, so it times its configurations as they will run.
 """
 
 from __future__ import annotations
@@ -50,10 +48,9 @@ def dependent(launch: KernelLaunch) -> KernelLaunch:
 Step = KernelLaunch | Callable[[], object]  # a Triton launch, or work on another library's kernels
 
 
-def chain(steps: Sequence[Step], pdl: bool) -> Callable[[], None]:
-    """A call that issues ``steps`` in order, with every Triton launch dependent when ``pdl``."""
-    bound = [(s.start, s.args, dependent(s).meta if pdl else s.meta) if isinstance(s, KernelLaunch)
-             else (s, (), {}) for s in steps]
+def chain(steps: Sequence[Step]) -> Callable[[], None]:
+    """A call that issues ``steps`` in order."""
+    bound = [(s.start, s.args, s.meta) if isinstance(s, KernelLaunch) else (s, (), {}) for s in steps]
 
     def run() -> None:
         for start, args, meta in bound:

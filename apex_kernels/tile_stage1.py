@@ -5,10 +5,11 @@ rows x NTB whole tiles, and CB steps of BLOCK_C channels. It decides once which 
 its tiles are selected (a histogram of the K selected ids over its NTB tile ids),
 then reads x once and writes out once: ``(x*vs + vb) * max(x*gs + gb, 0)`` on
 selected tiles, ``x`` elsewhere. While K < MASK_MIN_K that is one launch and no mask tensor.
-From MASK_MIN_K on, every program binning all K ids (over its 16 tiles, for each of its channel
-groups) would read the ids from L2 far more often than x from DRAM (at the large profile 131,072
-programs x 4 KB of ids against 2.1 GB of x), so a prepass bins them once per image into a byte per
-tile, and each program reads its NTB bytes of that instead.
+From MASK_MIN_K on, a prepass bins the ids once per image into a byte per tile, and each program
+reads its NTB bytes of that instead: binning all K ids in every program means, at the large profile
+(K = 1024) with 4 channels a program, 131,072 programs each reading 4 KB of ids from L2 (0.54 GB)
+and histogramming them, against 1.07 GB of x from DRAM. On an H200 the prepass took that cell
+from 716.2 to 608.2 us (docs/perf.md, 2026-11-28).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from apex_kernels._utils import (
 # Selected ids binned per vector step; larger K is binned in chunks.
 MAX_KC = 1024
 # From this K on, a prepass writes a byte per tile (selected or not) that the main kernel reads.
+# Measured only at K = 32 (off, unchanged) and K = 1024 (on, 15 % less time, H200); 128 is where
+# tileunpack's prepass starts, not a measured crossover.
 MASK_MIN_K = 128
 # Tiles a prepass program covers (its histogram's bins).
 MASK_BINS = 1024
@@ -126,13 +129,12 @@ def _stage1_kernel(x, idx, selected, vs, vb, gs, gb, out, C, H, W, K,
     offs = ((b.to(tl.int64) * C + c[:, None, None, None]) * H + y4) * W + x4
     # issued before the id compares so its DRAM latency overlaps them
     xv = tl.load(x + offs, mask=mask)
-    first_tile = ty * per_row + cb * NTB
     if MASKED:
         tiles = cb * NTB + tl.arange(0, NTB)
         hit = tl.load(selected + b.to(tl.int64) * (H // T) * per_row + ty * per_row + tiles,
                       mask=tiles < per_row, other=0) != 0
     else:
-        hit = _selected(idx, b * K, K, first_tile, NTB, KC)
+        hit = _selected(idx, b * K, K, ty * per_row + cb * NTB, NTB, KC)
     keep = hit[None, None, :, None]
     for i in tl.static_range(CB):
         if i > 0:
@@ -196,11 +198,12 @@ def tile_stage1_launcher(x: torch.Tensor, indices: torch.Tensor, value_scale: to
     tiles = (h // t) * per_row
     # a byte per tile, rewritten by the prepass on every call (allocated once, here)
     selected = torch.empty((b, tiles) if masked else (1,), dtype=torch.int8, device=x.device)
-    bins = min(triton.next_power_of_2(tiles), MASK_BINS)
-    prepass = [KernelLaunch("tile-stage1", _selection_mask_kernel, (b, triton.cdiv(tiles, bins)),
-                            (indices, selected, k, tiles), {"BINS": bins, "KC": kc, "num_warps": 4},
-                            shape_bucket(b, c, h, w, t, k), {"BINS": bins, "KC": kc, "num_warps": 4})
-               ] if masked else []
+    prepass: list[KernelLaunch] = []
+    if masked:
+        bins = min(triton.next_power_of_2(tiles), MASK_BINS)
+        meta = {"BINS": bins, "KC": kc, "num_warps": 4}
+        prepass.append(KernelLaunch("tile-stage1", _selection_mask_kernel, (b, triton.cdiv(tiles, bins)),
+                                    (indices, selected, k, tiles), meta, shape_bucket(b, c, h, w, t, k), meta))
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         # sized from the config the autotuner actually runs, never from a fixed block

@@ -68,18 +68,18 @@ def shape_reason(channels: int, height: int, width: int, tile_size: int, level0_
 def dependent_launch_reason(features: torch.Tensor, device: torch.device) -> str | None:
     """Why this call's kernels launch plainly, or None when they launch dependently.
 
-    Dependent launch took 29 % off the call at the fixed profile, a 4 MiB map, and cost 2.7-5.5 %
-    at the large one, 1 GiB (H200, docs/perf.md 2026-11-28). Where the map and the fused map fit
-    in the L2 together, the kernels are microseconds long and the gaps between them a large share
-    of the call; beyond it they are long. Where between the two sizes the cost turns into a gain
-    is not measured: the L2 is the line drawn."""
+    On an H200, dependent launch took 28-29 % off the call at the fixed profile, a 4 MiB map, and
+    cost 2.7-5.5 % at the large one, 1 GiB (docs/perf.md 2026-11-28). Where the map and the fused
+    map fit in the L2 together, the kernels are microseconds long and the gaps between them a large
+    share of the call; beyond it they are long. The L2 is the line drawn between the two measured
+    sizes: where the cost turns into a gain is not measured, nor is any of it on an H100."""
     if not dependent_launches_run_on(device):
         return "needs CUDA at compute capability 9.0 or later, not the interpreter"
     pair = 2 * features.numel() * features.element_size()
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     if pair > l2:
-        return (f"the map and the fused map ({pair / 2**20:.0f} MiB) do not fit in the L2 "
-                f"({l2 / 2**20:.0f} MiB): the kernels are long, where dependent launch was measured slower")
+        return (f"the map and the fused map ({pair / 2**20:.0f} MiB) do not fit in the L2 ({l2 / 2**20:.0f} "
+                "MiB), where the kernels are long: dependent launch read slower at a 1 GiB map")
     return None
 
 
@@ -222,19 +222,21 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                           (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
                            features.shape[3] // (2 * tile_size)),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    steps = [select, *gate.launches, *steps0, *steps1]
+    steps: list[Step] = [select, *gate.launches, *steps0, *steps1]
     # every Triton launch follows a kernel of this call (the first, one of the call before): each
     # may launch while the one before it ends, where the device can and the kernels are short
     pdl_reason = dependent_launch_reason(features, dev)
     pdl = pdl_reason is None
-    issue = chain(steps, pdl)
+    if pdl:
+        steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
+    issue = chain(steps)
     outputs = {"fused": fused, "alpha": alpha}
 
     def run() -> dict[str, torch.Tensor]:
         issue()
         return outputs
 
-    launches = tuple(dependent(s) if pdl else s for s in steps if isinstance(s, KernelLaunch))
+    launches = tuple(s for s in steps if isinstance(s, KernelLaunch))
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index,

@@ -1,14 +1,14 @@
 """Where a multi-kernel cell's device time goes: each kernel's duration and the gap before it (exploration).
 
-The default method reads ff-infer about 20 us above the sum of its kernels (docs/perf.md), the
-device's gaps between 14 dependent launches. This profiles CALLS calls of the triton launcher of
-each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued ahead behind a sleep
-kernel as under the held timer, no sync between calls) with ``torch.profiler`` and prints, per
-kernel position in the call, the median over the calls of its duration and of the gap from the end
-of the kernel before it to its start (negative where they overlap, as a dependent launch may), then
-per call the median time the device was busy (the union of the kernels' intervals: a dependent
-kernel's duration includes its wait inside the kernel before, so a sum would count that twice), the
-span from the first start to the last end, and the idle time between (span - busy).
+Before dependent launch the default method read ff-infer about 20-30 us above the sum of its kernels
+(docs/perf.md), the device's gaps between 14 dependent launches. This profiles CALLS calls of the
+triton launcher of each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued
+ahead behind a sleep kernel as under the held timer, no sync between calls) with ``torch.profiler``
+and prints, per kernel position in the call, the median over the calls of its duration and of the
+gap from the end of the kernel before it to its start (negative where they overlap, as a dependent
+launch may), then per call the median time the device was busy (the union of the kernels' intervals:
+a dependent kernel's duration includes its wait inside the kernel before, so a sum would count that
+twice), the span from the first start to the last end, and the idle time between (span - busy).
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
