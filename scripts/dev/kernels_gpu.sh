@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # After a kernel change, the checks and measurements that need a GPU, in one device call:
 #   1. the launcher tests compiled on the GPU, every configuration they pin
-#      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md), spread over TEST_PROCS processes a test
+#      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md), with TEST_VARIANT's files in place when
+#      it is set (its tests too, where the folder carries them; restored after), spread over
+#      TEST_PROCS processes a test
 #      at a time, each test's duration in the log (every pinned config compiles: on an H200 the
 #      181 tests of 2026-11-28 took 303.6 s on 4 processes, pyproject's --maxprocesses 4 then
 #      capping -n; the script now passes its own);
@@ -14,7 +16,8 @@
 # of CELLS), plus 2 per VARIANT, so name at most one with every step on. Each step has its own
 # time limit; the call's must cover their sum.
 #   [PROFILE=fixed] [ROUNDS=2] [WORKLOADS=ff-infer,tilessm-scan] [CELLS="tilepack"] [TESTS=1] \
-#       [TEST_PROCS=14] [TEST_TIMEOUT=450] bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
+#       [TEST_PROCS=14] [TEST_TIMEOUT=450] [TEST_VARIANT=.variants/x] \
+#       bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
 set -u
 dest=${1:?DEST folder}
 shift
@@ -23,16 +26,22 @@ source scripts/gpu_env.sh >"$dest/env.txt" 2>&1
 say() { printf '%s\n' "$@" | tee -a "$dest/summary.txt"; }
 if [ "${TESTS:-1}" = 1 ]; then
     limit=${TEST_TIMEOUT:-450}
+    if [ -n "${TEST_VARIANT:-}" ]; then
+        source scripts/dev/variant_files.sh
+        variant_save "$TEST_VARIANT"
+        variant_apply "$TEST_VARIANT"
+    fi
     APEX_TEST_KERNEL_DEVICE=cuda timeout "$limit" python3 -m pytest -v -p no:cacheprovider -x \
         -n "${TEST_PROCS:-14}" --maxprocesses "${TEST_PROCS:-14}" --dist load --durations=40 \
         tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
         tests/apex_kernels/test_ff_infer_kernels.py >"$dest/tests.txt" 2>&1
     code=$?
+    [ -n "${TEST_VARIANT:-}" ] && variant_restore
     cut=""
     [ "$code" = 124 ] && cut="cut off at $limit s, "
     passed=$(grep -c ' PASSED' "$dest/tests.txt")
     failed=$(grep -c ' FAILED' "$dest/tests.txt")
-    say "kernel tests on the GPU: exit $code (${cut}$passed passed, $failed failed)," \
+    say "kernel tests on the GPU${TEST_VARIANT:+ with $TEST_VARIANT}: exit $code (${cut}$passed passed, $failed failed)," \
         "$(tail -1 "$dest/tests.txt")"
 fi
 for variant in "$@"; do
