@@ -16,7 +16,6 @@ call like any other, so it times its configurations as they will run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -43,17 +42,3 @@ def dependent_launches_run_on(device: torch.device) -> bool:
 def dependent(launch: KernelLaunch) -> KernelLaunch:
     """``launch`` started under programmatic dependent launch; its kernel takes ``PDL``."""
     return replace(launch, meta={**launch.meta, "PDL": 1, "launch_pdl": True})
-
-
-Step = KernelLaunch | Callable[[], object]  # a Triton launch, or work on another library's kernels
-
-
-def chain(steps: Sequence[Step]) -> Callable[[], None]:
-    """A call that issues ``steps`` in order."""
-    bound = [(s.start, s.args, s.meta) if isinstance(s, KernelLaunch) else (s, (), {}) for s in steps]
-
-    def run() -> None:
-        for start, args, meta in bound:
-            start(*args, **meta)
-
-    return run

@@ -151,19 +151,21 @@ class Launcher:
         return self.run()
 
 
-def sequential(launches: Sequence[KernelLaunch],
+Step = KernelLaunch | Callable[[], object]  # a Triton launch, or work on another library's kernels
+
+
+def sequential(steps: Sequence[Step],
                outputs: dict[str, torch.Tensor]) -> Callable[[], dict[str, torch.Tensor]]:
-    """A call that issues ``launches`` in order and returns ``outputs``; no per-call bookkeeping."""
-    if len(launches) == 1:
-        (only,) = launches
-        start, args, meta = only.start, only.args, only.meta
+    """A call that issues ``steps`` in order and returns ``outputs``; no per-call bookkeeping."""
+    bound = [(s.start, s.args, s.meta) if isinstance(s, KernelLaunch) else (s, (), {}) for s in steps]
+    if len(bound) == 1:
+        ((start, args, meta),) = bound
 
         def run_one() -> dict[str, torch.Tensor]:
             start(*args, **meta)
             return outputs
 
         return run_one
-    bound = [(launch.start, launch.args, launch.meta) for launch in launches]
 
     def run_all() -> dict[str, torch.Tensor]:
         for start, args, meta in bound:

@@ -22,15 +22,17 @@ import torch
 import triton
 
 from apex_kernels import fusiongate, tilessm_scan
-from apex_kernels._dependent import Step, chain, dependent, dependent_launches_run_on
+from apex_kernels._dependent import dependent, dependent_launches_run_on
 from apex_kernels._utils import (
     KernelLaunch,
     Launcher,
+    Step,
     check_dtype,
     check_tensors,
     dtype_name,
     interpreting,
     pin_config,
+    sequential,
 )
 from apex_kernels.ff_infer.kernels import (
     DW_CONFIGS,
@@ -229,19 +231,13 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     pdl = pdl_reason is None
     if pdl:
         steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
-    issue = chain(steps)
     outputs = {"fused": fused, "alpha": alpha}
-
-    def run() -> dict[str, torch.Tensor]:
-        issue()
-        return outputs
-
     launches = tuple(s for s in steps if isinstance(s, KernelLaunch))
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index,
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}
-    return Launcher(run, outputs, launches, metadata)
+    return Launcher(sequential(steps, outputs), outputs, launches, metadata)
 
 
 def ff_infer(features: torch.Tensor, boundary: torch.Tensor, uncertainty: torch.Tensor,

@@ -9,8 +9,8 @@ import torch
 from adapters import triton_ops
 from apex_core.workloads.ff_infer import FFInfer
 from apex_kernels import ff_infer
-from apex_kernels._dependent import chain, dependent, dependent_launches_run_on
-from apex_kernels._utils import KernelLaunch
+from apex_kernels._dependent import dependent, dependent_launches_run_on
+from apex_kernels._utils import KernelLaunch, sequential
 
 
 def test_a_dependent_launch_sets_the_launch_flag_and_the_kernel_s_wait_together() -> None:
@@ -39,7 +39,7 @@ def test_no_dependent_launches_on_the_cpu_or_in_the_interpreter() -> None:
     assert launcher.metadata["dependent_launch"] is False
 
 
-def test_a_chain_issues_its_steps_in_order_each_as_it_was_bound() -> None:
+def test_a_call_issues_its_steps_in_order_each_as_it_was_bound() -> None:
     issued: list[object] = []
 
     class Kernel:  # records how each launch was started
@@ -47,8 +47,9 @@ def test_a_chain_issues_its_steps_in_order_each_as_it_was_bound() -> None:
             return lambda *args, **meta: issued.append((args, meta.get("launch_pdl", False)))
 
     plain = KernelLaunch("op", Kernel(), (1,), (1,), {}, "bucket")
-    run = chain([plain, lambda: issued.append("cublas"), dependent(replace(plain, args=(2,)))])
-    run()
+    outputs: dict = {}
+    run = sequential([plain, lambda: issued.append("cublas"), dependent(replace(plain, args=(2,)))], outputs)
+    assert run() is outputs
     run()
     assert issued == [((1,), False), "cublas", ((2,), True)] * 2
 
