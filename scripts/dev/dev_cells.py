@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
 from apex_core.registry import Registry
 
 
@@ -38,3 +39,25 @@ def delayed(call: Callable[[], Any], microseconds: int) -> Callable[[], Any]:
             pass
 
     return slow
+
+
+def queued_held(queue: Callable[[], Any], timeout_s: float = 30.0) -> bool:
+    """Run ``queue`` with the current stream held (apex_core/measure/stream_hold.py, the timer's own
+    hold) until every launch it issues is queued, then release them at once, so that the device runs
+    them back to back whatever the host's launch rate. False when the watchdog had to release the
+    hold: ``queue`` issued more launches than the stream's queue takes, and the host waited."""
+    hold, why = probe_stream_hold()
+    if hold is None:
+        raise RuntimeError(f"stream hold unavailable: {why}")
+    watchdog = Watchdog(hold.release)
+    number = hold.hold(torch.cuda.current_stream())
+    watchdog.arm(number, timeout_s)
+    try:
+        queue()
+    finally:
+        watchdog.disarm()
+        hold.release(number)
+        torch.cuda.synchronize()
+        watchdog.close()
+        hold.close()
+    return not watchdog.tripped

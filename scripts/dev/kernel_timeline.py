@@ -3,12 +3,12 @@
 Before dependent launch the default method read ff-infer about 20-30 us above the sum of its kernels
 (docs/perf.md), the device's gaps between 14 dependent launches. This profiles CALLS calls of the
 triton launcher of each named cell (fp16, cold L2 by ``L2Flush`` before each call, the host queued
-ahead behind a sleep kernel as under the held timer, no sync between calls) with ``torch.profiler``
-and prints, per kernel position in the call, the median over the calls of its duration and of the
-gap from the end of the kernel before it to its start (negative where they overlap, as a dependent
-launch may), then per call the median time the device was busy (the union of the kernels' intervals:
-a dependent kernel's duration includes its wait inside the kernel before, so a sum would count that
-twice), the span from the first start to the last end, and the idle time between (span - busy).
+ahead behind the timer's stream hold, no sync between calls) with ``torch.profiler`` and prints, per
+kernel position in the call, the median over the calls of its duration and of the gap from the end
+of the kernel before it to its start (negative where they overlap, as a dependent launch may), then
+per call the median time the device was busy (the union of the kernels' intervals: a dependent
+kernel's duration includes its wait inside the kernel before, so a sum would count that twice), the
+span from the first start to the last end, and the idle time between (span - busy).
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
@@ -20,10 +20,11 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
+from dev_cells import queued_held  # scripts/dev, this script's folder
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from apex_core.measure.l2_flush import L2Flush
@@ -48,6 +49,14 @@ def per_call_kernels(trace: dict, calls: int) -> list[list[dict]]:
             if ts is not None and begin <= ts <= end:
                 out[i].append(k)
     return [sorted(call, key=lambda k: k["ts"]) for call in out]
+
+
+def profiled_calls(launcher, flush, calls: int) -> None:
+    """``calls`` calls, each after an L2 flush and in its own profiler range."""
+    for i in range(calls):
+        flush()
+        with record_function(f"{PREFIX}{i}"):
+            launcher.run()
 
 
 def union_us(kernels: list[dict]) -> float:
@@ -79,21 +88,10 @@ def main() -> None:
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()
-        began = time.perf_counter()
-        for _ in range(args.calls):
-            flush()
-            launcher.run()
-        torch.cuda.synchronize()
-        # the stream held until every call is queued, four times the unprofiled queueing at 2 GHz:
-        # unheld, the profiled host fell behind and the gaps were its own (30-75 us, H200, 2026-11-28)
-        hold_cycles = int(4 * (time.perf_counter() - began) * 2e9)
+        # the stream held until every call is queued: unheld, the profiled host fell behind and the
+        # gaps were its own (30-75 us, H200, 2026-11-28)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            torch.cuda._sleep(hold_cycles)
-            for i in range(args.calls):
-                flush()
-                with record_function(f"{PREFIX}{i}"):
-                    launcher.run()
-            torch.cuda.synchronize()
+            held = queued_held(partial(profiled_calls, launcher, flush, args.calls))
         path = Path(tempfile.mkdtemp()) / "trace.json"
         prof.export_chrome_trace(str(path))
         calls = [c for c in per_call_kernels(json.loads(path.read_text()), args.calls) if c]
@@ -110,7 +108,7 @@ def main() -> None:
         span = [c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls]
         gaps = [s - b for s, b in zip(span, busy, strict=True)]
         print(json.dumps({"cell": spec, "calls": len(calls), "kernels": length,
-                          "busy_us": round(statistics.median(busy), 3),
+                          "held": held, "busy_us": round(statistics.median(busy), 3),
                           "span_us": round(statistics.median(span), 3),
                           "idle_us": round(statistics.median(gaps), 3),
                           "sum_of_durations_us": round(statistics.median(summed), 3)}),

@@ -6,7 +6,7 @@ device's gaps between launches. On Hopper a kernel launched with ``launch_pdl=Tr
 the kernel before it still runs; ``gdc_wait()`` at its top holds it until that kernel has finished
 and its writes are visible, and ``gdc_launch_dependents()`` in the kernel before says when the next
 may launch. This times, by CUDA events around ROUNDS back-to-back chains (the host queued ahead
-behind a sleep kernel, as the held timer has it), a chain of LENGTH kernels that each add one to a
+behind the timer's stream hold), a chain of LENGTH kernels that each add one to a
 buffer of N elements and write the next buffer, so every kernel depends on the one before:
   plain        no PDL;
   pdl-wait     launched with PDL, each waits first, no early trigger (launch when the kernel before ends);
@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from functools import partial
 
 import torch
 import triton
 import triton.language as tl
+from dev_cells import queued_held  # scripts/dev, this script's folder
 
 
 @triton.jit
@@ -55,28 +55,26 @@ def chain(buffers: list[torch.Tensor], length: int, pdl: bool, trigger: bool) ->
                        BLOCK=BLOCK, PDL=pdl, TRIGGER=trigger, num_warps=4, **extra)
 
 
+def between(start, end, run, rounds: int) -> None:
+    """``rounds`` runs between two events."""
+    start.record()
+    for _ in range(rounds):
+        run()
+    end.record()
+
+
 def per_chain_us(run, rounds: int, repeats: int = 5) -> float:
     """Median over ``repeats`` of the events' time around ``rounds`` back-to-back runs, per run.
 
-    The stream is held by a sleep kernel until every run is queued (the held method of
-    docs/timing.md): unheld, the first version of this script timed Python's launch rate, 13-17
-    us per launch, not the device (H200, 2026-11-28: one kernel of 65,536 elements read 24 us).
+    The stream is held until every run is queued (``queued_held``, the timer's own hold): unheld,
+    the first version of this script timed Python's launch rate, 13-17 us per launch, not the device
+    (H200, 2026-11-28: one kernel of 65,536 elements read 24 us).
     """
-    run()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    run()
-    torch.cuda.synchronize()
-    hold_cycles = int(2 * (time.perf_counter() - began) * rounds * 2e9)  # twice the queueing, at 2 GHz
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(hold_cycles)
-        start.record()
-        for _ in range(rounds):
-            run()
-        end.record()
-        end.synchronize()
+        if not queued_held(partial(between, start, end, run, rounds)):
+            raise RuntimeError(f"{rounds} rounds overflowed the launch queue under the hold: lower --rounds")
         times.append(start.elapsed_time(end) * 1e3 / rounds)
     return statistics.median(times)
 
