@@ -14,12 +14,7 @@ import torch  # noqa: E402
 
 from adapters.triton_autotune import tuning_key  # noqa: E402
 from apex_core.plugin_api import implementation  # noqa: E402
-from apex_core.workloads.ff_infer import FFInfer  # noqa: E402
-from apex_core.workloads.fusiongate import FusionGate  # noqa: E402
-from apex_core.workloads.tile_stage1 import TileStage1  # noqa: E402
-from apex_core.workloads.tilepack import TilePack  # noqa: E402
-from apex_core.workloads.tilessm_scan import TileSSMScan  # noqa: E402
-from apex_core.workloads.tileunpack import TileUnpack  # noqa: E402
+from apex_core.registry import Registry  # noqa: E402
 from apex_kernels import tuned  # noqa: E402
 from apex_kernels.tuned import PicksError, model_slug, picks_path, read_picks, write_picks  # noqa: E402
 
@@ -123,10 +118,14 @@ def test_every_shipped_pick_is_for_a_key_a_built_in_cell_computes():
     # process, silently. The shipped files are of the fixed profile in fp16: each of their keys
     # must be one that binding a built-in cell there computes (binding launches nothing).
     launches = []
-    for workload in (FFInfer(), FusionGate(), TileStage1(), TilePack(), TileSSMScan(), TileUnpack()):
+    # the workloads with a triton path, found as the runner finds them
+    found = [(w, implementation(w, "triton")) for w in Registry.discover().workloads.values()]
+    paths = [(workload, path) for workload, path in found if path is not None]
+    assert len(paths) >= 6
+    for workload, path in paths:
         for case in workload.cases(workload.make_params("fixed")):
             inputs = workload.make_inputs(case, "cpu", torch.float16, 0)
-            launches += implementation(workload, "triton").bind(workload, case, inputs).launches
+            launches += path.bind(workload, case, inputs).launches
     names = tuned.kernel_ids(tuned.autotuners())  # after binding: every kernel module is imported
     computed = {(names[id(launch.kernel)], tuning_key(launch.kernel, launch.args, launch.meta))
                 for launch in launches if id(launch.kernel) in names}
