@@ -167,6 +167,11 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, run_k, run_start, r
     depth = tl.max(count, 0)
     a = tl.load(alpha).to(tl.float32)
     within = (y4 - ty * T) * T + x4 % T
+    # each slot's first tile, found once: its load is then issued beside base's in every
+    # channel step instead of after it (most slots hold at most one tile)
+    k0, has0 = _slot_tile(table, run_k, b, start, count, 0, K, KC, PRESORTED)
+    first = has0[None, None, :, None]
+    in_first = (b.to(tl.int64) * K + k0[None, None, :, None]) * C * T * T + within
     for i in range(CB):  # a loop, not unrolled: CB runs up to 32
         c = (tl.program_id(1) * CB + i) * BLOCK_C + tl.arange(0, BLOCK_C)
         c4 = c[:, None, None, None]
@@ -174,8 +179,11 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, run_k, run_start, r
         offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
         # fp32 accumulator, rounded once at the store
         acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
+        tile_val = tl.load(packed + in_first + c4.to(tl.int64) * T * T, mask=mask & first,
+                           other=0.0).to(tl.float32)
+        acc = tl.where(first, (1.0 - a) * acc + a * tile_val, acc)
         # level j applies every slot's j-th tile at once: depth steps, each over the block
-        for j in range(depth):
+        for j in range(1, depth):
             k, has = _slot_tile(table, run_k, b, start, count, j, K, KC, PRESORTED)
             has4 = has[None, None, :, None]
             src = ((b.to(tl.int64) * K + k[None, None, :, None]) * C + c4) * T * T + within
