@@ -153,6 +153,13 @@ def _unpack_override_band_kernel(base, packed, origins, levels, run_k, run_start
         tl.store(out + offs, tl.where(has4, tile_val, base_val), mask=mask)
 
 
+@triton.jit
+def _blend_tiles(acc, tile_ptrs, take, mask, a):
+    """``(1 - a) * acc + a * P`` where ``take``, P read at ``tile_ptrs``; acc elsewhere."""
+    tile_val = tl.load(tile_ptrs, mask=mask & take, other=0.0).to(tl.float32)
+    return tl.where(take, (1.0 - a) * acc + a * tile_val, acc)
+
+
 @triton.autotune(configs=autotune_configs(ALIGNED_CONFIGS), key=["C", "H", "W", "K", "T", "PRESORTED"])
 @triton.jit
 def _unpack_blend_band_kernel(base, packed, origins, levels, run_k, run_start, run_end, alpha, out,
@@ -179,16 +186,13 @@ def _unpack_blend_band_kernel(base, packed, origins, levels, run_k, run_start, r
         offs = ((b.to(tl.int64) * C + c4) * H + y4) * W + x4
         # fp32 accumulator, rounded once at the store
         acc = tl.load(base + offs, mask=mask, other=0.0).to(tl.float32)
-        tile_val = tl.load(packed + in_first + c4.to(tl.int64) * T * T, mask=mask & first,
-                           other=0.0).to(tl.float32)
-        acc = tl.where(first, (1.0 - a) * acc + a * tile_val, acc)
+        acc = _blend_tiles(acc, packed + in_first + c4.to(tl.int64) * T * T, first, mask, a)
         # level j applies every slot's j-th tile at once: depth steps, each over the block
         for j in range(1, depth):
             k, has = _slot_tile(table, run_k, b, start, count, j, K, KC, PRESORTED)
             has4 = has[None, None, :, None]
             src = ((b.to(tl.int64) * K + k[None, None, :, None]) * C + c4) * T * T + within
-            tile_val = tl.load(packed + src, mask=mask & has4, other=0.0).to(tl.float32)
-            acc = tl.where(has4, (1.0 - a) * acc + a * tile_val, acc)
+            acc = _blend_tiles(acc, packed + src, has4, mask, a)
         tl.store(out + offs, acc.to(out.dtype.element_ty), mask=mask)
 
 
