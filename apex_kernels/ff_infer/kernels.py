@@ -167,8 +167,14 @@ def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
                  mask=mask_n[:, None] & mask_o[None, :])
 
 
+# W is left unspecialized so that no tap's load is known to be 16-byte aligned: Triton gives every
+# load of one data-flow slice the widest vector any of them allows, and the six taps one pixel to
+# the side cannot vectorize, so with the three aligned taps setting the layout each thread read 8
+# scalar pixels 16 bytes apart (16 sectors per warp load, 5.4 of 32 bytes used; ncu, H200, large
+# profile: L1-bound at 97 %, 2.87 ms). Scalar loads of neighbouring pixels by neighbouring threads
+# take 2-3 sectors (docs/perf.md, 2026-11-29, "modulate_dw's loads").
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
-@triton.jit
+@triton.jit(do_not_specialize=["W"])
 def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
                         S: tl.constexpr, SSP: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
     """D[n, p, c] = depthwise 3x3 of the modulated tile n, zero-padded at the tile border."""
@@ -180,17 +186,20 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
     scale, shift = _scale_shift(gb_ptr, n, offs_c, mask_c, C)
     p = tl.arange(0, SSP)
     acc = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
-    for tap in tl.static_range(9):
-        dy = tap // 3 - 1
-        dx = tap % 3 - 1
-        inside = valid & (p // S + dy >= 0) & (p // S + dy < S) & (p % S + dx >= 0) & (p % S + dx < S)
-        mask = mask_c[:, None] & inside[None, :]
-        offs = img + offs_c[:, None] * (H * W) + (pix + dy * W + dx)[None, :]
-        raw = tl.load(src_ptr + offs, mask=mask, other=0.0)
-        # the padding is zeros of the modulated tile, not modulated zeros
-        tap_val = tl.where(mask, _modulate(raw, scale, shift), 0.0)
-        w = tl.load(dw_ptr + offs_c * 9 + tap, mask=mask_c, other=0.0).to(tl.float32)
-        acc += w[:, None] * tap_val
+    # a loop over rows, not unrolled: with all 9 taps' scalar loads in flight at once the tuned
+    # config took 255 registers and spilled (ncu, H200, large profile); with one row of 3 taps at
+    # a time the cell read 12 % less (registers not profiled; docs/perf.md, 2026-11-29)
+    for dy in range(-1, 2):
+        row_ok = valid & (p // S + dy >= 0) & (p // S + dy < S)
+        for dx in tl.static_range(-1, 2):
+            inside = row_ok & (p % S + dx >= 0) & (p % S + dx < S)
+            mask = mask_c[:, None] & inside[None, :]
+            offs = img + offs_c[:, None] * (H * W) + (pix + dy * W + dx)[None, :]
+            raw = tl.load(src_ptr + offs, mask=mask, other=0.0)
+            # the padding is zeros of the modulated tile, not modulated zeros
+            tap_val = tl.where(mask, _modulate(raw, scale, shift), 0.0)
+            w = tl.load(dw_ptr + offs_c * 9 + (dy + 1) * 3 + (dx + 1), mask=mask_c, other=0.0).to(tl.float32)
+            acc += w[:, None] * tap_val
     # pixel-major [N * s * s, C]: the pointwise mix is then one GEMM with its bias fused
     out = d_ptr + (n * (S * S) + p[None, :]) * C + offs_c[:, None]
     tl.store(out, acc.to(d_ptr.dtype.element_ty), mask=mask_c[:, None] & valid[None, :])

@@ -4,9 +4,10 @@
 # turn, so drift falls on both. Every check stays on, so a wrong B cell reads `incorrect`. Prints
 # each cell's p50 (median over rounds) for A and B and B/A; the reports go to DEST/ab.tgz.
 # VARIANT is a folder of changed files at their paths in the repository, ignored and named in the
-# call's carry (e.g. `git diff --name-only main BRANCH | xargs -I{} sh -c 'mkdir -p .variants/x/$(dirname {})
+# call's carry; several folders joined by ':' are each measured in turn after A in every round,
+# written as b, c, d, ... (at most 8), each printed against A (e.g. `git diff --name-only main BRANCH | xargs -I{} sh -c 'mkdir -p .variants/x/$(dirname {})
 # && git show BRANCH:{} > .variants/x/{}'`).
-#   bash scripts/dev/variant_ab.sh DEST VARIANT ROUNDS [apex-bench arguments ...]
+#   bash scripts/dev/variant_ab.sh DEST VARIANT[:VARIANT ...] ROUNDS [apex-bench arguments ...]
 set -u
 dest=${1:?DEST folder} variant=${2:?VARIANT folder} rounds=${3:?ROUNDS}
 shift 3
@@ -15,34 +16,45 @@ out=/tmp/ab
 rm -rf "$out"
 mkdir -p "$out"
 source scripts/dev/variant_files.sh
-variant_save "$variant"
+IFS=: read -r -a variants <<<"$variant"
+letters=(b c d e f g h i)
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
 run() {  # run NAME: one fresh process of the suite
+    local start
+    start=$(date +%s)
     timeout 280 apex-bench --quiet --no-history --device cuda "$@" --output-json "$out/$name.json" \
         >"$out/$name.out" 2>&1
-    echo "$name exit $?" | tee -a "$out/env.txt"
+    echo "$name exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
 }
 for r in $(seq 1 "$rounds"); do
     name=a$r run "$@"
-    variant_apply "$variant"
-    name=b$r run "$@"
-    variant_restore
+    for v in "${!variants[@]}"; do
+        variant_save "${variants[$v]}"
+        variant_apply "${variants[$v]}"
+        name=${letters[$v]}$r run "$@"
+        variant_restore
+    done
 done
+printf '%s\n' "${variants[@]}" | paste -d' ' <(printf '%s\n' "${letters[@]:0:${#variants[@]}}") - \
+    | tee "$out/variants.txt"
 tar czf "$dest/ab.tgz" -C "$out" .
 python3 - "$out" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 cells = {}
-for path in sorted(Path(sys.argv[1]).glob("[ab]*.json")):
+for path in sorted(Path(sys.argv[1]).glob("[a-i][0-9]*.json")):
     for cell in json.loads(path.read_text())["benchmarks"]:
         key = f"{cell['workload']}/{cell['case']}/{cell['backend']}/{cell['dtype']}"
         p50 = (cell.get("stats") or {}).get("p50_ms") if cell["status"] == "ok" else None
-        cells.setdefault(key, {"a": [], "b": []})[path.name[0]].append(p50)
+        cells.setdefault(key, {}).setdefault(path.name[0], []).append(p50)
 for key, runs in sorted(cells.items()):
-    a, b = ([x for x in runs[s] if x is not None] for s in "ab")
-    if not a or not b:
-        print(f"{key:50s} A {runs['a']} B {runs['b']} (a cell not ok)")
-        continue
-    ma, mb = statistics.median(a), statistics.median(b)
-    print(f"{key:50s} A {ma * 1e3:8.3f} us  B {mb * 1e3:8.3f} us  B/A {mb / ma:6.3f}  (runs {len(a)}, {len(b)})")
+    a = [x for x in runs.get("a", []) if x is not None]
+    for side in sorted(set(runs) - {"a"}):
+        b = [x for x in runs[side] if x is not None]
+        if not a or not b:
+            print(f"{key:50s} A {runs.get('a')} {side.upper()} {runs[side]} (a cell not ok)")
+            continue
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(f"{key:50s} A {ma * 1e3:8.3f} us  {side.upper()} {mb * 1e3:8.3f} us  "
+              f"{side.upper()}/A {mb / ma:6.3f}  (runs {len(a)}, {len(b)})")
 PY
