@@ -1,0 +1,57 @@
+"""Compile one Triton kernel of apex_kernels for Hopper on the CPU and print its loads' layouts.
+
+Run as a script in a process without TRITON_INTERPRET (under it the kernels are not JIT
+functions): ``python compile_layouts.py MODULE:KERNEL ARGS_JSON``, where ARGS_JSON maps every
+argument to its launch value (an int, a constexpr, or ``"*fp16"``-style pointer type) plus
+``"num_warps"``. Arguments are specialised as Triton's launcher would: pointers and ints that
+are multiples of 16 are taken as 16-divisible unless the kernel names them in
+``do_not_specialize``. Prints one JSON line per ``tt.load`` of a 2-D pointer tensor: its shape,
+element type and the layout's ``sizePerThread``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+HOPPER = GPUTarget("cuda", 90, 32)
+
+
+def main() -> None:
+    module_name, kernel_name = sys.argv[1].split(":")
+    values = json.loads(sys.argv[2])
+    num_warps = values.pop("num_warps")
+    kernel = getattr(importlib.import_module(module_name), kernel_name)
+    fn = getattr(kernel, "fn", kernel)  # an autotuner wraps the JIT function
+    unspecialized = {fn.arg_names[i] if isinstance(i, int) else i for i in fn.do_not_specialize}
+    signature, constexprs, attrs = {}, {}, {}
+    for index, name in enumerate(fn.arg_names):
+        value = values.get(name)
+        if isinstance(value, str):  # a pointer
+            signature[name] = value
+            attrs[(index,)] = [["tt.divisibility", 16]]
+        elif index in fn.constexprs:
+            signature[name] = "constexpr"
+            constexprs[name] = value
+        else:
+            signature[name] = "i32"
+            if value % 16 == 0 and name not in unspecialized:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+    compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=HOPPER,
+                              options={"num_warps": num_warps})
+    ttgir = compiled.asm["ttgir"]
+    layouts = dict(re.findall(r"^(#blocked\d*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\]", ttgir, re.M))
+    for shape, dtype, layout in re.findall(
+            r"= tt\.load .*: tensor<(\d+x\d+)x!tt\.ptr<(\w+)>, (#blocked\d*)>", ttgir):
+        print(json.dumps({"shape": shape, "dtype": dtype,
+                          "size_per_thread": [int(x) for x in layouts[layout].split(",")]}))
+
+
+if __name__ == "__main__":
+    main()

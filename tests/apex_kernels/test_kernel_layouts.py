@@ -1,0 +1,44 @@
+"""The layouts Triton's coalescing gives kernels' loads, compiled for Hopper on the CPU.
+
+No interpreter test sees a layout, and a kernel's speed can hinge on one: ff-infer's depthwise
+kernel read 8 scalar pixels per thread, 16 bytes apart, while W was specialised (L1-bound; the
+large cell took 0.71x the time once its loads were coalesced: docs/perf.md, 2026-11-29). Each
+case compiles in its own process (compile_layouts.py): under TRITON_INTERPRET the kernels are
+not JIT functions.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apex_kernels.ff_infer import kernels
+
+SCRIPT = Path(__file__).with_name("compile_layouts.py")
+DEPTHWISE = "apex_kernels.ff_infer.kernels:_modulate_dw_kernel"
+POINTERS = {"src_ptr": "*fp16", "ids_ptr": "*i32", "gb_ptr": "*fp16", "dw_ptr": "*fp16", "d_ptr": "*fp16"}
+
+
+def load_layouts(kernel: str, arguments: dict, tmp_path: Path) -> list[dict]:
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(SCRIPT), kernel, json.dumps(arguments)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+# the large profile's two levels: 16 x 16 tiles (k0 = 320) and 8 x 8 tiles (4j = 512)
+@pytest.mark.parametrize(("side", "tiles"), [(16, 320), (8, 512)])
+@pytest.mark.parametrize("config", kernels.DW_CONFIGS, ids=str)
+def test_depthwise_taps_load_neighbouring_pixels_in_neighbouring_threads(side, tiles, config, tmp_path):
+    block_c, pixels = config.kwargs["BLOCK_C"], side * side
+    arguments = {**POINTERS, "C": 256, "H": 512, "W": 512, "K": tiles, "S": side, "SSP": pixels,
+                 "BLOCK_C": block_c, "PDL": 0, "num_warps": config.num_warps}
+    taps = [load for load in load_layouts(DEPTHWISE, arguments, tmp_path)
+            if load["shape"] == f"{block_c}x{pixels}" and load["dtype"] == "f16"]
+    assert taps, "no [BLOCK_C, pixels] load of src found in the TTGIR"
+    # one pixel per thread along the row: a warp's load spans 2-3 sectors, not 16
+    assert all(load["size_per_thread"][1] == 1 for load in taps), taps
