@@ -2,11 +2,11 @@
 
 Run as a script in a process without TRITON_INTERPRET (under it the kernels are not JIT
 functions): ``python compile_layouts.py MODULE:KERNEL ARGS_JSON``, where ARGS_JSON maps every
-argument to its launch value (an int, a constexpr, or ``"*fp16"``-style pointer type) plus
+argument to its launch value (an int, a float, a constexpr, or ``"*fp16"``-style pointer type) plus
 ``"num_warps"``. Arguments are specialised as Triton's launcher would: pointers and ints that
 are multiples of 16 are taken as 16-divisible unless the kernel names them in
-``do_not_specialize``. Prints one JSON line per ``tt.load`` of a 2-D pointer tensor: its shape,
-element type and the layout's ``sizePerThread``.
+``do_not_specialize``. Prints one JSON line per ``tt.load`` of a pointer tensor of two or more
+dimensions: its shape, element type and the layout's ``sizePerThread``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def main() -> None:
         elif index in fn.constexprs:
             signature[name] = "constexpr"
             constexprs[name] = value
+        elif isinstance(value, float):
+            signature[name] = "fp32"
         else:
             signature[name] = "i32"
             if value % 16 == 0 and name not in unspecialized:
@@ -48,7 +50,7 @@ def main() -> None:
     ttgir = compiled.asm["ttgir"]
     layouts = dict(re.findall(r"^(#blocked\d*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\]", ttgir, re.M))
     for shape, dtype, layout in re.findall(
-            r"= tt\.load .*: tensor<(\d+x\d+)x!tt\.ptr<(\w+)>, (#blocked\d*)>", ttgir):
+            r"= tt\.load .*: tensor<(\d+(?:x\d+)+)x!tt\.ptr<(\w+)>, (#blocked\d*)>", ttgir):
         print(json.dumps({"shape": shape, "dtype": dtype,
                           "size_per_thread": [int(x) for x in layouts[layout].split(",")]}))
 
