@@ -187,8 +187,9 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
     p = tl.arange(0, SSP)
     acc = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
     # a loop over rows, not unrolled: with all 9 taps' scalar loads in flight at once the tuned
-    # config took 255 registers and spilled (ncu, H200, large profile); with one row of 3 taps at
-    # a time the cell read 12 % less (registers not profiled; docs/perf.md, 2026-11-29)
+    # config (BLOCK_C 16, 4 warps) took 255 registers and spilled (ncu, H200, large profile);
+    # with one row of 3 taps at a time the cell read 12 % less, and Triton 3.9's ptxas counts
+    # 251 registers, no spill (docs/perf.md, 2026-11-29)
     for dy in range(-1, 2):
         row_ok = valid & (p // S + dy >= 0) & (p // S + dy < S)
         for dx in tl.static_range(-1, 2):

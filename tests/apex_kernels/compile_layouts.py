@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -25,7 +28,7 @@ HOPPER = GPUTarget("cuda", 90, 32)
 
 def main() -> None:
     module_name, kernel_name = sys.argv[1].split(":")
-    values = json.loads(sys.argv[2])
+    values = json.loads(sys.argv[2])  # a third argument, --registers, adds ptxas's count
     num_warps = values.pop("num_warps")
     kernel = getattr(importlib.import_module(module_name), kernel_name)
     fn = getattr(kernel, "fn", kernel)  # an autotuner wraps the JIT function
@@ -53,6 +56,24 @@ def main() -> None:
             r"= tt\.load .*: tensor<(\d+(?:x\d+)+)x!tt\.ptr<(\w+)>, (#blocked\d*)>", ttgir):
         print(json.dumps({"shape": shape, "dtype": dtype,
                           "size_per_thread": [int(x) for x in layouts[layout].split(",")]}))
+    if "--registers" in sys.argv:
+        print(json.dumps(ptxas_usage(compiled.asm["ptx"])))
+
+
+def ptxas_usage(ptx: str) -> dict:
+    """Registers and spill bytes per thread, from Triton's own ptxas (``-v``; no GPU needed)."""
+    from triton.backends.nvidia.compiler import get_ptxas  # the ptxas Triton compiles with
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder, "kernel.ptx")
+        source.write_text(ptx)
+        report = subprocess.run([get_ptxas(HOPPER.arch).path, "-v", f"-arch=sm_{HOPPER.arch}a", str(source),
+                                 "-o", str(Path(folder, "kernel.cubin"))],
+                                capture_output=True, text=True, check=True).stderr
+    registers = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    return {"registers": int(registers.group(1)) if registers else None,
+            "spill_store_bytes": int(spills.group(1)) if spills else None}
 
 
 if __name__ == "__main__":
