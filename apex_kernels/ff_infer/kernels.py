@@ -169,10 +169,11 @@ def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
 
 # W is left unspecialized so that no tap's load is known to be 16-byte aligned: Triton gives every
 # load of one data-flow slice the widest vector any of them allows, and the six taps one pixel to
-# the side cannot vectorize, so with the three aligned taps setting the layout each thread read 8
-# scalar pixels 16 bytes apart (16 sectors per warp load, 5.4 of 32 bytes used; ncu, H200, large
-# profile: L1-bound at 97 %, 2.87 ms). Scalar loads of neighbouring pixels by neighbouring threads
-# take 2-3 sectors (docs/perf.md, 2026-11-29, "modulate_dw's loads").
+# the side cannot vectorize, so with the three aligned taps setting the layout each thread read its
+# 8 adjacent pixels (4 at level 1) as scalar loads, neighbouring threads 16 bytes apart: 16 sectors
+# per warp load, 5.4 of 32 bytes used (ncu, H200, large profile: L1-bound at 97 %, 2.87 ms). With a
+# pixel a thread a warp load spans 2-4 sectors on 16 x 16 tiles, 4-8 on 8 x 8 (docs/perf.md,
+# 2026-11-29, "Why: its loads").
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
 @triton.jit(do_not_specialize=["W"])
 def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
@@ -187,7 +188,7 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
     p = tl.arange(0, SSP)
     acc = tl.zeros([BLOCK_C, SSP], dtype=tl.float32)
     # a loop over rows, not unrolled: with all 9 taps' scalar loads in flight at once the tuned
-    # config (BLOCK_C 16, 4 warps) took 255 registers and spilled (ncu, H200, large profile);
+    # config (BLOCK_C 16, 4 warps) took 255 registers and spilled at level 0 (ncu, H200, large);
     # with one row of 3 taps at a time the cell read 12 % less, and Triton 3.9's ptxas counts
     # 251 registers, no spill (docs/perf.md, 2026-11-29)
     for dy in range(-1, 2):

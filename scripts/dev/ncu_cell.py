@@ -1,6 +1,6 @@
 """Profile one call of a cell's triton launcher under ncu, after the calls that autotune it (exploration).
 
-The cell is prepared as a run prepares it (fp16, seed 0, the first case or the one named); two calls
+The cell is prepared as a run prepares it (fp16, seed 0, the workload's first case); two calls
 outside the profiled range tune and warm it, then one call runs between ``cudaProfilerStart`` and
 ``cudaProfilerStop``. Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     ncu --profile-from-start off -k regex:modulate_dw --section SpeedOfLight \\

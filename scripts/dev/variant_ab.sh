@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# A kernel change measured by apex-bench itself before it lands: ROUNDS rounds of two fresh
-# processes each, the working tree as is (A) and with VARIANT's files in place of its own (B), in
-# turn, so drift falls on both. Every check stays on, so a wrong B cell reads `incorrect`. Prints
-# each cell's p50 (median over rounds) for A and B and B/A; the reports go to DEST/ab.tgz.
-# VARIANT is a folder of changed files at their paths in the repository, ignored and named in the
-# call's carry; several folders joined by ':' are each measured in turn after A in every round,
-# written as b, c, d, ... (at most 8), each printed against A (e.g. `git diff --name-only main BRANCH | xargs -I{} sh -c 'mkdir -p .variants/x/$(dirname {})
-# && git show BRANCH:{} > .variants/x/{}'`).
+# A kernel change measured by apex-bench itself before it lands: ROUNDS rounds of fresh
+# processes, the working tree as is (A) and with VARIANT's files in place of its own (B), in
+# turn, each round starting one arm later, so drift falls on all. Every check stays on, so a
+# wrong B cell reads `incorrect`. Prints each cell's p50 (median over rounds) for A and B and
+# B/A; the reports go to DEST/ab.tgz. VARIANT is a folder of changed files at their paths in the
+# repository, ignored and named in the call's carry; several folders joined by ':' are each
+# measured in every round (one process each), written as b, c, d, ... (at most 8), each printed
+# against A. A folder from a branch:
+#   git diff --name-only main BRANCH | xargs -I{} sh -c \
+#       'mkdir -p .variants/x/$(dirname {}) && git show BRANCH:{} > .variants/x/{}'
 #   bash scripts/dev/variant_ab.sh DEST VARIANT[:VARIANT ...] ROUNDS [apex-bench arguments ...]
 set -u
 dest=${1:?DEST folder} variant=${2:?VARIANT folder} rounds=${3:?ROUNDS}
@@ -18,6 +20,18 @@ mkdir -p "$out"
 source scripts/dev/variant_files.sh
 IFS=: read -r -a variants <<<"$variant"
 letters=(b c d e f g h i)
+if (( ${#variants[@]} < 1 || ${#variants[@]} > ${#letters[@]} )); then
+    echo "variant_ab: 1 to ${#letters[@]} variants, got ${#variants[@]}" >&2
+    exit 2
+fi
+for v in "${variants[@]}"; do
+    # an empty name would save and then copy the whole repository over itself
+    [ -n "$v" ] && [ -d "$v" ] || { echo "variant_ab: not a variant folder: '$v'" >&2; exit 2; }
+done
+applied=0
+# the tree's own files back however the script ends (a device call's time limit included)
+trap '[ "$applied" = 1 ] && variant_restore' EXIT
+trap 'exit 130' INT TERM
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
 run() {  # run NAME: one fresh process of the suite
     local start
@@ -26,13 +40,22 @@ run() {  # run NAME: one fresh process of the suite
         >"$out/$name.out" 2>&1
     echo "$name exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
 }
+arms=("" "${variants[@]}")  # "" is the tree as is
+names=(a "${letters[@]:0:${#variants[@]}}")
 for r in $(seq 1 "$rounds"); do
-    name=a$r run "$@"
-    for v in "${!variants[@]}"; do
-        variant_save "${variants[$v]}"
-        variant_apply "${variants[$v]}"
-        name=${letters[$v]}$r run "$@"
-        variant_restore
+    # each round starts one arm later, so no arm always runs first or last
+    for i in "${!arms[@]}"; do
+        j=$(( (i + r - 1) % ${#arms[@]} ))
+        if [ -n "${arms[$j]}" ]; then
+            variant_save "${arms[$j]}"
+            variant_apply "${arms[$j]}"
+            applied=1
+        fi
+        name=${names[$j]}$r run "$@"
+        if [ "$applied" = 1 ]; then
+            variant_restore
+            applied=0
+        fi
     done
 done
 printf '%s\n' "${variants[@]}" | paste -d' ' <(printf '%s\n' "${letters[@]:0:${#variants[@]}}") - \

@@ -3,9 +3,11 @@
 Run as a script in a process without TRITON_INTERPRET (under it the kernels are not JIT
 functions): ``python compile_layouts.py MODULE:KERNEL ARGS_JSON``, where ARGS_JSON maps every
 argument to its launch value (an int, a float, a constexpr, or ``"*fp16"``-style pointer type) plus
-``"num_warps"``. Arguments are specialised as Triton's launcher would: pointers and ints that
-are multiples of 16 are taken as 16-divisible unless the kernel names them in
-``do_not_specialize``. Prints one JSON line per ``tt.load`` of a pointer tensor of two or more
+``"num_warps"``. Arguments are specialised as Triton's launcher would for aligned tensors and
+int32 values other than 1: every pointer is taken as 16-byte aligned, and an int that is a
+multiple of 16 as 16-divisible unless the kernel names it in ``do_not_specialize``. What this
+does not mirror is refused: an int equal to 1 (the launcher makes it a constant), outside int32
+(i64 there), or a bool. Prints one JSON line per ``tt.load`` of a pointer tensor of two or more
 dimensions: its shape, element type and the layout's ``sizePerThread``.
 """
 
@@ -45,6 +47,9 @@ def main() -> None:
         elif isinstance(value, float):
             signature[name] = "fp32"
         else:
+            if isinstance(value, bool) or not isinstance(value, int) or value == 1 \
+                    or not -2**31 <= value < 2**31:
+                raise SystemExit(f"{name}={value!r}: only int32 values other than 1 are mirrored")
             signature[name] = "i32"
             if value % 16 == 0 and name not in unspecialized:
                 attrs[(index,)] = [["tt.divisibility", 16]]

@@ -1,10 +1,10 @@
 """The layouts Triton's coalescing gives kernels' loads, compiled for Hopper on the CPU.
 
 No interpreter test sees a layout, and a kernel's speed can hinge on one: ff-infer's depthwise
-kernel read 8 scalar pixels per thread, 16 bytes apart, while W was specialised (L1-bound; the
-large cell took 0.71x the time once its loads were coalesced: docs/perf.md, 2026-11-29). Each
-case compiles in its own process (compile_layouts.py): under TRITON_INTERPRET the kernels are
-not JIT functions.
+kernel read 8 adjacent pixels a thread as scalar loads, neighbouring threads 16 bytes apart,
+while W was specialised (L1-bound; with its loads coalesced and its taps as a row loop the large
+cell took 0.71x the time: docs/perf.md, 2026-11-29). Each case compiles in its own process
+(compile_layouts.py): under TRITON_INTERPRET the kernels are not JIT functions.
 """
 
 import json
@@ -40,5 +40,5 @@ def test_depthwise_taps_load_neighbouring_pixels_in_neighbouring_threads(side, t
     taps = [load for load in load_layouts(DEPTHWISE, arguments, tmp_path)
             if load["shape"] == f"{block_c}x{pixels}" and load["dtype"] == "f16"]
     assert taps, "no [BLOCK_C, pixels] load of src found in the TTGIR"
-    # one pixel per thread along the row: a warp's load spans 2-3 sectors, not 16
+    # one pixel a thread along the row: a warp's load spans 2-4 sectors (16 x 16 tiles), not 16
     assert all(load["size_per_thread"][1] == 1 for load in taps), taps
