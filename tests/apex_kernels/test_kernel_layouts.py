@@ -14,8 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import triton
 
 from apex_kernels.ff_infer import kernels
+
+# compile_layouts.py passes specialisations as Triton 3.3+ takes them (a dict keyed by argument
+# index, as triton/tools/compile.py does); earlier releases took another form
+TRITON = tuple(int(part) for part in triton.__version__.split(".")[:2])
+pytestmark = pytest.mark.skipif(TRITON < (3, 3), reason=f"compile_layouts.py needs Triton 3.3 or later, "
+                                                       f"not {triton.__version__}")
 
 SCRIPT = Path(__file__).with_name("compile_layouts.py")
 DEPTHWISE = "apex_kernels.ff_infer.kernels:_modulate_dw_kernel"
