@@ -58,8 +58,7 @@ for r in $(seq 1 "$rounds"); do
         fi
     done
 done
-printf '%s\n' "${variants[@]}" | paste -d' ' <(printf '%s\n' "${letters[@]:0:${#variants[@]}}") - \
-    | tee "$out/variants.txt"
+paste -d' ' <(printf '%s\n' "${names[@]:1}") <(printf '%s\n' "${variants[@]}") | tee "$out/variants.txt"
 tar czf "$dest/ab.tgz" -C "$out" .
 python3 - "$out" <<'PY'
 import json, statistics, sys

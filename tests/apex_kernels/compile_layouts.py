@@ -23,6 +23,7 @@ from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas  # the ptxas Triton compiles with
 from triton.compiler import ASTSource
 
 HOPPER = GPUTarget("cuda", 90, 32)
@@ -67,8 +68,6 @@ def main() -> None:
 
 def ptxas_usage(ptx: str) -> dict:
     """Registers and spill bytes per thread, from Triton's own ptxas (``-v``; no GPU needed)."""
-    from triton.backends.nvidia.compiler import get_ptxas  # the ptxas Triton compiles with
-
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder, "kernel.ptx")
         source.write_text(ptx)
