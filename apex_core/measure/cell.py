@@ -28,7 +28,7 @@ from apex_core.correctness import (
 )
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
-from apex_core.measure import host_load, integrity, process_state, replay_artifacts, spot_checks
+from apex_core.measure import host_load, integrity, process_state, replay_artifacts, spot_checks, timing_stream
 from apex_core.measure.cpu_memory import RssPeak
 from apex_core.measure.cuda_timer import measure_cuda
 from apex_core.measure.device_health import release_cached_blocks
@@ -277,6 +277,8 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         timing, peak, peak_method, telemetry = _measure(prepared, spec, placed, spot, spot_bytes)
         window_ns = clocks.monotonic_ns() - window_start
         record["metadata"]["host_load"] = load.close()
+        if spec.device.startswith("cuda") and (stream := timing_stream.chosen(torch.cuda.current_device())):
+            record["metadata"]["timing_stream"] = stream.describe()  # the stream its events ran on, and why
     except SpotWrong as wrong:
         raise _CellFailure(Status.INCORRECT, str(wrong)) from None
     except integrity.Suspect as caught:

@@ -24,6 +24,7 @@ from apex_core.measure.l2_flush import L2Flush
 from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
 from apex_core.measure.telemetry import Monitor, measure_telemetry
 from apex_core.measure.throttle import BatchWatch
+from apex_core.measure.timing_stream import timing_stream
 from apex_core.results import Telemetry, Timing
 from apex_core.stats import percentile, summarize
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
@@ -45,6 +46,12 @@ FLOOR_ROUNDS = 8
 # TimingOptions.floor_sampling "pooled": the floor rounds this process has taken, by _floor_key
 _pooled_rounds: dict[tuple[Any, ...], list[float]] = {}
 FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 5, 30, 0.005, 0.04
+# the timing stream's choice (timing_stream.py): each candidate's cold floor, sampled as a floor
+# round, the lower of two rounds (the levels it tells apart lie 0.6-1.7 us apart)
+STREAM_PROBE_ROUNDS = 2
+STREAM_PROBE_OPTIONS = TimingOptions(warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
+                                     min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S,
+                                     subtract_floor=False, energy=False, cache="cold")
 
 
 def empty_kernel() -> Callable[[], Any]:
@@ -97,10 +104,12 @@ class CudaTimer:
     throttle: BatchWatch | None = None
     watching: BatchWatch | None = None  # ``throttle`` while the cell's own samples are taken
 
-    def __init__(self, options: TimingOptions, hold: Any = "probe") -> None:
+    def __init__(self, options: TimingOptions, hold: Any = "probe", stream: Any = None) -> None:
         self.torch = torch
         self.options = options
-        self.stream = torch.cuda.Stream()
+        # one stream for every timer of the process, chosen by its cold floor (timing_stream.py)
+        self.stream = stream if stream is not None else timing_stream(
+            torch.cuda.current_device(), torch.cuda.Stream, _candidate_floor_ms).stream
         self.flush = L2Flush.on_device() if options.cache == "cold" else None
         if not options.hold:
             hold = None
@@ -330,6 +339,18 @@ class CudaTimer:
             if spot is not None and index == 0:
                 self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
         return events
+
+
+def _candidate_floor_ms(stream: Any) -> float:
+    """The cold floor on ``stream``: the lowest p50 of ``STREAM_PROBE_ROUNDS`` short rounds of the
+    empty kernel, held, after the L2 flush (the state in which streams differ)."""
+    timer = CudaTimer(STREAM_PROBE_OPTIONS, stream=stream)
+    try:
+        call = timer._floor_call(False)
+        return min(timer._measure_raw(call, STREAM_PROBE_OPTIONS, timer.unheld_reason)[0].stats.p50
+                   for _ in range(STREAM_PROBE_ROUNDS))
+    finally:
+        timer.close()
 
 
 def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[Callable[[], Any]] = (),
