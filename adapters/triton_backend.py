@@ -20,7 +20,7 @@ from apex_core.backend_options import BackendOption
 from apex_core.errors import describe_exception
 from apex_core.interfaces import Backend, Inputs, Prepared, Workload
 from apex_core.lazy_import import cuda_reason, try_import
-from apex_core.measure.cuda_timer import TUNING_METHOD, tuning_bench
+from apex_core.measure.tuning_timer import TUNING_METHOD, tuning_bench
 from apex_core.plugin_api import implementation
 from apex_core.results import Availability, Case, Support
 from apex_kernels.tuned import autotuners, kernel_ids

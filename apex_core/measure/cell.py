@@ -277,8 +277,9 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
         timing, peak, peak_method, telemetry = _measure(prepared, spec, placed, spot, spot_bytes)
         window_ns = clocks.monotonic_ns() - window_start
         record["metadata"]["host_load"] = load.close()
-        if spec.device.startswith("cuda") and (stream := timing_stream.chosen(torch.cuda.current_device())):
-            record["metadata"]["timing_stream"] = stream.describe()  # the stream its events ran on, and why
+        if spec.device.startswith("cuda") and prepared.measure is None \
+                and (stream := timing_stream.chosen(torch.cuda.current_device())):
+            record["metadata"]["timing_stream"] = stream.as_metadata()  # the stream its events ran on, and why
     except SpotWrong as wrong:
         raise _CellFailure(Status.INCORRECT, str(wrong)) from None
     except integrity.Suspect as caught:

@@ -24,9 +24,9 @@ from apex_core.measure.l2_flush import L2Flush
 from apex_core.measure.stream_hold import Watchdog, probe_stream_hold
 from apex_core.measure.telemetry import Monitor, measure_telemetry
 from apex_core.measure.throttle import BatchWatch
-from apex_core.measure.timing_stream import timing_stream
+from apex_core.measure.timing_stream import choose
 from apex_core.results import Telemetry, Timing
-from apex_core.stats import percentile, summarize
+from apex_core.stats import summarize
 from apex_core.timing import StopRule, TimingOptions, remaining_samples, warm_up
 
 # samples queued between two host synchronizations
@@ -95,7 +95,8 @@ def _slot(call: Callable[[], Any]) -> int:
 
 
 class CudaTimer:
-    """Times a callable with CUDA events on a dedicated stream, held while each sample is queued.
+    """Times a callable with CUDA events on the process's timing stream (timing_stream.py), held
+    while each sample is queued.
 
     ``throttle`` (set by ``measure_cuda``) reads NVML after each batch of the cell's own samples and
     sets a throttled batch aside (apex_core/measure/throttle.py); the floor's samples are not read.
@@ -108,9 +109,10 @@ class CudaTimer:
         self.torch = torch
         self.options = options
         # one stream for every timer of the process, chosen by its cold floor (timing_stream.py)
-        self.stream = stream if stream is not None else timing_stream(
-            torch.cuda.current_device(), torch.cuda.Stream, _candidate_floor_ms).stream
-        self.flush = L2Flush.on_device() if options.cache == "cold" else None
+        self.stream = stream if stream is not None else choose(
+            torch.cuda.current_device(), torch.cuda.Stream,
+            lambda candidate: _candidate_floor_ms(candidate, options.hold)).stream
+        self.flush = L2Flush.on_device(torch.cuda.current_device()) if options.cache == "cold" else None
         if not options.hold:
             hold = None
         if hold == "probe":
@@ -328,7 +330,13 @@ class CudaTimer:
                 watchdog.arm(number, timeout_s)
             begin.record(self.stream)
             t0 = perf_counter_ns()
-            outputs = call()
+            try:
+                outputs = call()
+            except BaseException:
+                if watchdog is not None and number is not None:  # else the shared stream waits for ever
+                    watchdog.disarm()
+                    self.hold.release(number)
+                raise
             host_ms.append((perf_counter_ns() - t0) / 1e6)
             end.record(self.stream)
             if watchdog is not None and number is not None:
@@ -341,13 +349,14 @@ class CudaTimer:
         return events
 
 
-def _candidate_floor_ms(stream: Any) -> float:
-    """The cold floor on ``stream``: the lowest p50 of ``STREAM_PROBE_ROUNDS`` short rounds of the
-    empty kernel, held, after the L2 flush (the state in which streams differ)."""
-    timer = CudaTimer(STREAM_PROBE_OPTIONS, stream=stream)
+def _candidate_floor_ms(stream: Any, held: bool) -> float:
+    """The cold floor on ``stream``, held as the process's first timer asks: the lowest p50 of
+    ``STREAM_PROBE_ROUNDS`` short rounds of the empty kernel after the L2 flush (where streams differ)."""
+    options = attrs.evolve(STREAM_PROBE_OPTIONS, hold=held)
+    timer = CudaTimer(options, stream=stream)
     try:
         call = timer._floor_call(False)
-        return min(timer._measure_raw(call, STREAM_PROBE_OPTIONS, timer.unheld_reason)[0].stats.p50
+        return min(timer._measure_raw(call, options, timer.unheld_reason)[0].stats.p50
                    for _ in range(STREAM_PROBE_ROUNDS))
     finally:
         timer.close()
@@ -378,23 +387,3 @@ def measure_cuda(fn: Callable[[], Any], options: TimingOptions, more: Sequence[C
     finally:
         timer.close()
 
-
-# Triton's autotuner times each configuration through this (adapters/triton_backend.py):
-# a short held, cold-L2 sample, so its choice follows the kernels and not the host's jitter.
-TUNING_OPTIONS = TimingOptions(warmup=3, min_iters=20, min_time_s=0.0, max_time_s=0.1, subtract_floor=False,
-                               energy=False)
-TUNING_METHOD = "cuda_event_held, cold L2, p50 of >= 20 samples"
-_tuning_timer: CudaTimer | None = None
-
-
-def tuning_bench(fn: Callable[[], Any], quantiles: Any = None, return_mode: str = "median",
-                 **_ignored: Any) -> Any:
-    """``triton.testing.do_bench``'s contract (ms; quantiles or one statistic) on the held timer."""
-    global _tuning_timer
-    if _tuning_timer is None:
-        _tuning_timer = CudaTimer(TUNING_OPTIONS)
-    ordered = sorted(_tuning_timer.measure(fn).samples_ms)
-    if quantiles:
-        return [percentile(ordered, 100 * q) for q in quantiles]
-    stats = summarize(ordered)
-    return {"min": stats.min, "max": stats.max, "mean": stats.mean}.get(return_mode, stats.p50)

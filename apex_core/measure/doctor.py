@@ -119,13 +119,15 @@ def timer_floors_us() -> dict[str, float | str]:
         if options.timer == "kernel" and profiler_unavailable_reason():
             floors[name] = profiler_unavailable_reason()
             continue
-        timer = CudaTimer(options)
+        timer = None
         try:
+            timer = CudaTimer(options)
             floors[name] = timer.measure(empty_kernel()).stats.p50 * 1e3
         except Exception as exc:  # one method failing must not hide the others
             floors[name] = f"{type(exc).__name__}: {exc}"
         finally:
-            timer.close()
+            if timer is not None:
+                timer.close()
     return floors
 
 

@@ -18,7 +18,9 @@ floor's empty kernel and each cell raw, with these flushes:
   read+sync    the read, then the same wait
   none         no flush (warm L2): whether the floor moves without one
 Prints each placement, then per flush the spread of the floor, of each cell raw and of each
-cell net of its placement's floor across placements. JSON to $OUT/flush-kind.json.
+cell net of its placement's floor across placements. JSON to $OUT/flush-kind.json. Each
+placement's timer takes a new pool stream: what this found is that the stream decides the level
+(docs/perf.md, 2026-11-29), so apex-bench's timers now share one (timing_stream.py).
 Dev tool; its numbers go to docs/perf.md with the card.
 """
 
@@ -129,7 +131,7 @@ def main() -> int:
             inputs = workload.make_inputs(case, "cuda", torch.float16, seed=0)
             keep.append(inputs)
             calls[f"{workload_name}/{case_name}"] = backend.prepare(workload, case, inputs).fn
-        timer = CudaTimer(raw)
+        timer = CudaTimer(raw, stream=torch.cuda.Stream())  # a new pool stream each: the levels under study
         kinds = flushes()
         keep.append(kinds)
         address = kinds["write"].buffer.data_ptr()

@@ -158,7 +158,7 @@ def test_the_held_timer_reaches_every_autotuner_of_apex_kernels_however_imported
 
     import apex_kernels
     from adapters.triton_backend import tune_with_held_timer
-    from apex_core.measure.cuda_timer import TUNING_METHOD, tuning_bench
+    from apex_core.measure.tuning_timer import TUNING_METHOD, tuning_bench
     from apex_kernels.tuned import autotuners
 
     for module in pkgutil.walk_packages(apex_kernels.__path__, "apex_kernels."):

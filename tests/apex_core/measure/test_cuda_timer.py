@@ -6,6 +6,7 @@ a "synchronizing" call blocks until its sample is released, as a real one would.
 """
 
 import contextlib
+import itertools
 import statistics
 import threading
 import time
@@ -14,9 +15,10 @@ import types
 import attrs
 import pytest
 
-from apex_core.measure import cuda_timer
-from apex_core.measure.cuda_timer import CudaTimer, hold_timeout_s, subtract_floor, tuning_bench
+from apex_core.measure import cuda_timer, tuning_timer
+from apex_core.measure.cuda_timer import CudaTimer, hold_timeout_s, subtract_floor
 from apex_core.measure.stream_hold import Watchdog, _after
+from apex_core.measure.tuning_timer import tuning_bench
 from apex_core.results import Timing
 from apex_core.stats import summarize
 from apex_core.timing import TimingOptions
@@ -101,6 +103,22 @@ def test_every_sample_is_held_and_released_and_host_time_is_measured():
     assert timing.stats.p50 == pytest.approx(0.004)
     assert hold.released_numbers == list(range(1, hold.next + 1))
     assert timing.host_ms >= 0.2
+
+
+def test_a_call_that_raises_inside_a_held_sample_releases_its_hold():
+    # the stream is every timer's of the process: a hold left behind would stall all of them
+    clock, hold = FakeClock(), FakeHold()
+    timer = make_timer(clock, hold, OPTIONS)
+    calls = itertools.count()
+
+    def call():
+        if next(calls) == OPTIONS.warmup + 3:
+            raise ValueError("the plugin's call failed")
+        clock.now_ms += 0.004
+
+    with pytest.raises(ValueError, match="plugin's call failed"):
+        timer.measure(call)
+    assert hold.next > 0 and hold.released_numbers == list(range(1, hold.next + 1))
 
 
 def test_each_sample_is_flushed_before_its_hold_and_a_failed_reset_is_noted():
@@ -244,14 +262,22 @@ def test_the_hold_counter_orders_numbers_across_wrap_around():
     assert _after(1, 0x7FFFFFFF)  # 1 comes after the last number before the counter wraps
 
 
-def test_tuning_bench_answers_like_triton_do_bench(monkeypatch):
+def test_tuning_bench_answers_like_triton_do_bench_with_one_timer_per_device(monkeypatch):
     samples = (0.004, 0.001, 0.002, 0.003, 0.005)
     fake = types.SimpleNamespace(measure=lambda fn: Timing("cuda_event_held", "cold", samples,
                                                            summarize(samples), "noise"))
-    monkeypatch.setattr(cuda_timer, "_tuning_timer", fake)
+    device = [0]
+    made = []
+    monkeypatch.setattr(tuning_timer, "_timers", {})
+    monkeypatch.setattr(tuning_timer.torch.cuda, "current_device", lambda: device[0])
+    monkeypatch.setattr(tuning_timer, "CudaTimer", lambda options: made.append(options) or fake)
     assert tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == pytest.approx([0.003, 0.0018, 0.0042])
     assert tuning_bench(lambda: None) == pytest.approx(0.003)
     assert tuning_bench(lambda: None, return_mode="min") == pytest.approx(0.001)
+    assert made == [tuning_timer.TUNING_OPTIONS]
+    device[0] = 1  # another device gets a timer of its own
+    tuning_bench(lambda: None)
+    assert len(made) == 2 and set(tuning_timer._timers) == {0, 1}
 
 
 def test_an_interleaved_floor_is_sampled_between_the_cells_batches(monkeypatch):
