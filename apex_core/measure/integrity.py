@@ -33,7 +33,7 @@ import torch.profiler
 
 from apex_core import clocks, stats, timing
 from apex_core import correctness as correctness_module
-from apex_core.measure import cuda_timer, kernel_timer, stream_hold
+from apex_core.measure import cuda_timer, kernel_timer, l2_flush, stream_hold, timing_stream
 from apex_core.results import Timing
 
 OFF_VARIABLE = "APEX_BENCH_INTEGRITY"
@@ -74,13 +74,17 @@ _TORCH_PROFILER_NAMES = ("profile", "record_function", "supported_activities")
 def _watched_owners() -> list[tuple[str, Any, tuple[str, ...] | None]]:
     """The modules and classes whose functions the timers and checks call, by a printable name, with
     the names watched in each (None: every callable it holds now)."""
-    harness = [clocks, timing, cuda_timer, kernel_timer, stats, stream_hold, correctness_module,
+    harness = [clocks, timing, cuda_timer, kernel_timer, l2_flush, stats, stream_hold, timing_stream,
+               correctness_module,
                *[sys.modules[m] for m in _HARNESS_MODULES if m in sys.modules]]
     owners: list[tuple[str, Any, tuple[str, ...] | None]] = [(m.__name__, m, None) for m in harness]
     owners += [("time", time, _TIME_NAMES), ("json", json, _JSON_NAMES),
                ("torch.cuda", torch.cuda, _TORCH_CUDA_NAMES),
                ("torch.profiler", torch.profiler, _TORCH_PROFILER_NAMES)]
-    classes = [torch.cuda.Event, torch.cuda.Stream, torch.cuda.CUDAGraph,
+    # the harness's own timer classes too: a method replaced there (a flush that does nothing,
+    # a floor that reads high) would change every sample without touching a module function
+    classes = [cuda_timer.CudaTimer, kernel_timer.KernelTimer, l2_flush.L2Flush, stream_hold.DriverStreamHold,
+               stream_hold.Watchdog, torch.cuda.Event, torch.cuda.Stream, torch.cuda.CUDAGraph,
                torch.autograd.profiler.record_function,
                *[c for c in torch.profiler.profile.__mro__ if c.__module__.startswith("torch.")]]
     owners += [(f"{c.__module__}.{c.__qualname__}", c, None) for c in classes]

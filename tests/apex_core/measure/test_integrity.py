@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import apex_core
-from apex_core.measure import integrity
+from apex_core.measure import integrity, l2_flush, timing_stream
 from apex_core.measure.spot_checks import SpotChecks, plain_outputs, plan_spots
 from apex_core.registry import Registry
 from apex_core.report.schema import validate_report
@@ -101,6 +101,21 @@ def test_guard_names_a_replaced_function_and_restores_it():
     finally:
         assert [c.name for c in guard.restore()] == ["monotonic"]
     assert time.monotonic is real and guard.changes() == []
+
+
+def test_guard_watches_the_harness_timer_classes_and_the_stream_choice():
+    # a flush that does nothing would leave every sample warm; another stream choice, another level
+    guard = integrity.Guard(integrity._watched_owners())
+    real_flush, real_choose = l2_flush.L2Flush.__call__, timing_stream.choose
+    l2_flush.L2Flush.__call__ = lambda self: None
+    timing_stream.choose = lambda *args: None
+    try:
+        assert {change.where + "." + change.name for change in guard.changes()} == {
+            "apex_core.measure.l2_flush.L2Flush.__call__", "apex_core.measure.timing_stream.choose"}
+    finally:
+        assert len(guard.restore()) == 2
+    assert l2_flush.L2Flush.__call__ is real_flush and timing_stream.choose is real_choose
+    assert guard.changes() == []
 
 
 def test_window_check_catches_samples_longer_than_their_window():
