@@ -46,12 +46,12 @@ FLOOR_ROUNDS = 8
 # TimingOptions.floor_sampling "pooled": the floor rounds this process has taken, by _floor_key
 _pooled_rounds: dict[tuple[Any, ...], list[float]] = {}
 FLOOR_WARMUP, FLOOR_MIN_SAMPLES, FLOOR_MIN_TIME_S, FLOOR_MAX_TIME_S = 5, 30, 0.005, 0.04
-# the timing stream's choice (timing_stream.py): each candidate's cold floor, sampled as a floor
-# round, the lower of two rounds (the levels it tells apart lie 0.6-1.7 us apart)
+# one empty kernel sampled as a floor round, raw and cold: the doctor's floors and the stream choice
+FLOOR_SAMPLING = TimingOptions(warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES, min_time_s=FLOOR_MIN_TIME_S,
+                               max_time_s=FLOOR_MAX_TIME_S, subtract_floor=False, energy=False, cache="cold")
+# the timing stream's choice (timing_stream.py): each candidate's floor, the lower of two rounds
+# (the levels it tells apart lie 0.6-1.7 us apart)
 STREAM_PROBE_ROUNDS = 2
-STREAM_PROBE_OPTIONS = TimingOptions(warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
-                                     min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S,
-                                     subtract_floor=False, energy=False, cache="cold")
 
 
 def empty_kernel() -> Callable[[], Any]:
@@ -332,18 +332,14 @@ class CudaTimer:
             t0 = perf_counter_ns()
             try:
                 outputs = call()
-            except BaseException:
-                if watchdog is not None and number is not None:  # else the shared stream waits for ever
+                host_ms.append((perf_counter_ns() - t0) / 1e6)
+                end.record(self.stream)
+            finally:  # released even when the call raises, or the shared stream waits for ever
+                if watchdog is not None and number is not None:
                     watchdog.disarm()
                     self.hold.release(number)
-                raise
-            host_ms.append((perf_counter_ns() - t0) / 1e6)
-            end.record(self.stream)
-            if watchdog is not None and number is not None:
-                watchdog.disarm()
-                self.hold.release(number)
-                if watchdog.tripped:
-                    return events[: index + 1]
+            if watchdog is not None and watchdog.tripped:
+                return events[: index + 1]
             if spot is not None and index == 0:
                 self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
         return events
@@ -352,7 +348,7 @@ class CudaTimer:
 def _candidate_floor_ms(stream: Any, held: bool) -> float:
     """The cold floor on ``stream``, held as the process's first timer asks: the lowest p50 of
     ``STREAM_PROBE_ROUNDS`` short rounds of the empty kernel after the L2 flush (where streams differ)."""
-    options = attrs.evolve(STREAM_PROBE_OPTIONS, hold=held)
+    options = attrs.evolve(FLOOR_SAMPLING, hold=held)
     timer = CudaTimer(options, stream=stream)
     try:
         call = timer._floor_call(False)

@@ -23,7 +23,6 @@ import torch
 from apex_core.measure import cuda_timer, device_fingerprint, telemetry
 from apex_core.measure.cuda_timer import CudaTimer, empty_kernel
 from apex_core.measure.kernel_timer import profiler_unavailable_reason
-from apex_core.timing import TimingOptions
 
 # a long spin reads the clock to well under 1 %: 20 M cycles is ~10 ms at 2 GHz
 CLOCK_CHECK_CYCLES = 20_000_000
@@ -107,10 +106,7 @@ def physics_gbps(facts: Mapping[str, Any]) -> float | None:
 
 def timer_floors_us() -> dict[str, float | str]:
     """Each CUDA method's p50 for one empty kernel, in us (a reason where it cannot run)."""
-    # sampled as each cell samples its own floor
-    base = TimingOptions(warmup=cuda_timer.FLOOR_WARMUP, min_iters=cuda_timer.FLOOR_MIN_SAMPLES,
-                         min_time_s=cuda_timer.FLOOR_MIN_TIME_S, max_time_s=cuda_timer.FLOOR_MAX_TIME_S,
-                         subtract_floor=False, energy=False)
+    base = cuda_timer.FLOOR_SAMPLING  # sampled as each cell samples its own floor
     variants = {"cuda_event_held": base, "cuda_graph_held": attrs.evolve(base, graph=True),
                 "cuda_event_unheld": attrs.evolve(base, hold=False),
                 "kernel_profiler": attrs.evolve(base, timer="kernel")}
