@@ -76,7 +76,8 @@ def run_spread(values: Sequence[float]) -> float | None:
 
 # d2: the expected range of n normal samples in standard deviations (control-chart tables),
 # so that range / d2(n) estimates the standard deviation between runs from a few of them.
-_RANGE_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078}
+_RANGE_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078,
+             11: 3.173, 12: 3.258, 13: 3.336, 14: 3.407, 15: 3.472}
 # A fresh run of the same build passes while its median lies within this many of those
 # standard deviations of the baseline's (a control chart's limits). The interval of the
 # statistical rule sees only the noise within one run, not the drift between processes: six
@@ -86,11 +87,16 @@ _RANGE_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.84
 RUN_SIGMAS = 3.0
 
 
+def range_d2(runs: int) -> float:
+    """d2(runs): how many standard deviations the range of that many runs spans, expected."""
+    return _RANGE_D2[min(max(runs, 2), max(_RANGE_D2))]
+
+
 def spread_allowance(spread: float | None, runs: int) -> float:
     """The smallest min_effect the runs' own spread allows: RUN_SIGMAS x spread / d2(runs)."""
     if spread is None or runs < 2:
         return 0.0
-    return RUN_SIGMAS * spread / _RANGE_D2[min(runs, max(_RANGE_D2))]
+    return RUN_SIGMAS * spread / range_d2(runs)
 
 
 def gate_rule(stat: str, values: Sequence[float], min_effects: Mapping[str, float]) -> GateRule | None:

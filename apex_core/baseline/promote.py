@@ -3,7 +3,9 @@
 A gain (or an accepted loss) counts after several stable runs: ``promote`` takes at least
 ``MIN_RUNS`` reports of one build, refuses when any metric's spread over them,
 ``(max - min) / median``, is above its allowance (the metric's min_effect, or the cap ratio
-where it has no statistical rule), or when a cell is not ok in every run, and otherwise
+where it has no statistical rule, for three runs; for more, widened as their expected range
+widens, d2(n) / d2(3), so that more runs never make the same noise fail), or when a cell is
+not ok in every run, and otherwise
 emits a new baseline from them. Limits a person tuned in the old baseline (the cap's ratio
 and floor) carry over to the metrics they name; every metric's change is reported, against
 the old baseline's times scaled to the new runs' card where the two baselines name different
@@ -18,7 +20,7 @@ import attrs
 
 from apex_core.baseline.across_cards import normalized_baseline
 from apex_core.baseline.compare import best_cells, check_environment, check_suite
-from apex_core.baseline.emit import emit_baseline, min_effect_table, ratio_table, run_spread
+from apex_core.baseline.emit import emit_baseline, min_effect_table, range_d2, ratio_table, run_spread
 from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.model import QUANTILE_STATS, Baseline, LoadedReport, Verdict, metric_stat
 from apex_core.baseline.verdict import judge, metric_seed
@@ -66,10 +68,13 @@ class PromotionRefused(InputFileError):
                                      f"metric(s): {names}{more}")
 
 
-def allowances(device: str, stats: Sequence[str]) -> dict[str, float]:
-    """How far apart the runs of each statistic may be: its min_effect, else its cap ratio."""
+def allowances(device: str, stats: Sequence[str], runs: int = MIN_RUNS) -> dict[str, float]:
+    """How far apart ``runs`` runs of each statistic may be: its min_effect, else its cap ratio,
+    for three runs. The range of n runs grows with n (d2(n) standard deviations, expected), so
+    the allowance grows alike: ten runs as steady as three may span 1.8x their range."""
     rules, caps = min_effect_table(device), ratio_table(device)
-    return {stat: rules.get(stat, caps.get(stat, (0.10, 0.10))[0]) for stat in stats}
+    widen = range_d2(runs) / range_d2(MIN_RUNS)
+    return {stat: round(rules.get(stat, caps.get(stat, (0.10, 0.10))[0]) * widen, 6) for stat in stats}
 
 
 def disagreements(runs: Sequence[LoadedReport], stats: Sequence[str],
@@ -111,7 +116,7 @@ def promote(old: Baseline, old_path: str, runs: Sequence[LoadedReport], *, max_s
         check_environment(old, old_path, run.environment_key, run.path, force=False)
     device = str(old.environment_key.get("device"))
     stats = tuple(ratio_table(device))
-    allowed = allowances(device, stats) if max_spread is None else dict.fromkeys(stats, max_spread)
+    allowed = allowances(device, stats, len(runs)) if max_spread is None else dict.fromkeys(stats, max_spread)
     found = disagreements(runs, stats, allowed)
     if found:
         raise PromotionRefused(old_path, found)

@@ -88,7 +88,8 @@ def build_parser() -> OneLineParser:
         "promote", help="replace a baseline with new runs, only when they agree among themselves",
         description=f"Replace --baseline with one emitted from --runs (at least {MIN_RUNS} reports of one "
         "build and environment) when every metric's spread over them, (max - min) / median, is within "
-        "its min-effect (or its cap ratio where it has no rule); caps tuned in the old baseline carry "
+        "its min-effect (or its cap ratio where it has no rule), for three runs; more runs may span as much "
+        "more as their range is expected to (d2(n) / d2(3)); caps tuned in the old baseline carry "
         "over. Prints each metric's change; disagreeing runs are refused (exit 2), nothing written.")
     prom.add_argument("--baseline", required=True, metavar="FILE", help="the baseline to replace")
     prom.add_argument("--runs", required=True, nargs="+", metavar="REPORT", help="reports of the new build")

@@ -7,7 +7,8 @@
 # machines, one call each (about 40 s a round, 50 s with SPIN=1, after a minute's start),
 # and compare with `python scripts/dev/cards_spread.py` over the reports. VARIANT="ARGS" adds a
 # second suite process to each round with those apex-bench arguments (e.g. "--placements 16"),
-# written as varN.json, so one set of machines compares a way of measuring with the default.
+# written as varN.json, so one set of machines compares a way of measuring with the default;
+# several lists separated by ";" add one process each, written as varJ-N.json (J from 1).
 #   [SPIN=1] [VARIANT="ARGS"] bash scripts/dev/host_triton.sh OUT [RUNS]
 dest=${1:?OUT folder}
 runs=${2:-2}
@@ -24,12 +25,15 @@ for r in $(seq 1 "$runs"); do
     timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \
         --output-json "$out/run$r.json" > "$out/run$r.out" 2>&1
     echo "run$r exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/env.txt"
-    if [ -n "${VARIANT:-}" ]; then
-        # shellcheck disable=SC2086  # VARIANT is a list of arguments
+    IFS=';' read -ra variants <<<"${VARIANT:-}"
+    for j in "${!variants[@]}"; do
+        name=var$r
+        [ "${#variants[@]}" -gt 1 ] && name=var$((j + 1))-$r
+        # shellcheck disable=SC2086  # each variant is a list of arguments
         timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \
-            $VARIANT --output-json "$out/var$r.json" > "$out/var$r.out" 2>&1
-        echo "var$r ($VARIANT) exit $?" | tee -a "$out/env.txt"
-    fi
+            ${variants[$j]} --output-json "$out/$name.json" > "$out/$name.out" 2>&1
+        echo "$name (${variants[$j]}) exit $?" | tee -a "$out/env.txt"
+    done
     [ "${SPIN:-0}" = 1 ] || continue
     apex-bench --quiet --no-history --device cuda "${spin[@]}" --output-json "$out/spin$r.json" >/dev/null 2>&1
     APEX_TEST_SPIN_SLOWDOWN=1.05 apex-bench --quiet --no-history --device cuda "${spin[@]}" \

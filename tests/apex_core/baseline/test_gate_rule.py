@@ -80,7 +80,7 @@ def test_the_spread_allowance_follows_the_number_of_runs():
     assert spread_allowance(None, 3) == 0.0 and spread_allowance(0.05, 1) == 0.0
     assert spread_allowance(0.038, 3) == pytest.approx(0.0673, abs=1e-4)  # the H100 fusiongate triple
     assert spread_allowance(0.038, 2) > spread_allowance(0.038, 3) > spread_allowance(0.038, 10)
-    assert spread_allowance(0.038, 50) == spread_allowance(0.038, 10)  # the table's last row beyond it
+    assert spread_allowance(0.038, 10) > spread_allowance(0.038, 15) == spread_allowance(0.038, 50)  # the last row
 
 
 def test_min_effect_option_and_the_rule_round_trip_through_the_file(tmp_path, gpu_baseline):
@@ -145,6 +145,21 @@ def test_promotion_refuses_runs_that_disagree_and_names_the_metrics(tmp_path, gp
         promote(gpu_baseline, "b.json", runs)
     assert [d.metric for d in refused.value.disagreements] == [P50]
     assert refused.value.disagreements[0].spread == pytest.approx(0.1, rel=0.05)
+
+
+def test_more_runs_may_span_as_much_more_as_their_expected_range(tmp_path, gpu_baseline):
+    # medians 6 % apart: too far for three runs (5 %), within what twelve runs may span (9.6 %)
+    medians = [0.0090, 0.00954] + [0.0092] * 10
+    runs = [gpu_report(tmp_path, f"new-{i}.json", m, seed=70 + i) for i, m in enumerate(medians)]
+    with pytest.raises(PromotionRefused):
+        promote(gpu_baseline, "b.json", runs[:3])
+    new, _ = promote(gpu_baseline, "b.json", runs)
+    assert new.metrics[P50].value_ms == pytest.approx(0.0092, rel=0.01)
+    assert "p50_ms 9.6%" in new.baseline_notes
+    from apex_core.baseline.promote import allowances
+    assert allowances("cuda", ["p50_ms"], 3)["p50_ms"] == pytest.approx(0.05)
+    assert allowances("cuda", ["p50_ms"], 12)["p50_ms"] == pytest.approx(0.05 * 3.258 / 1.693, rel=1e-4)
+    assert allowances("cuda", ["p50_ms"], 40) == allowances("cuda", ["p50_ms"], 15)  # the table's end
 
 
 def test_promotion_refuses_fewer_than_three_runs_and_failed_cells(tmp_path, gpu_baseline):
