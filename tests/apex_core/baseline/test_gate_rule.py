@@ -80,7 +80,7 @@ def test_the_spread_allowance_follows_the_number_of_runs():
     assert spread_allowance(None, 3) == 0.0 and spread_allowance(0.05, 1) == 0.0
     assert spread_allowance(0.038, 3) == pytest.approx(0.0673, abs=1e-4)  # the H100 fusiongate triple
     assert spread_allowance(0.038, 2) > spread_allowance(0.038, 3) > spread_allowance(0.038, 10)
-    assert spread_allowance(0.038, 10) > spread_allowance(0.038, 15) == spread_allowance(0.038, 50)  # the last row
+    assert spread_allowance(0.038, 10) > spread_allowance(0.038, 15) == spread_allowance(0.038, 50)  # last row
 
 
 def test_min_effect_option_and_the_rule_round_trip_through_the_file(tmp_path, gpu_baseline):
