@@ -257,6 +257,9 @@ class Timing:
     kernel: KernelActivity | None = None  # the kernel timer's per-call activity
     # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted
     floor_ms: float | None = None
+    # the p50 of each short round of the empty kernel that floor_ms averages (this cell's own rounds);
+    # empty where the floor came from samples interleaved with the cell's, or was not subtracted
+    floor_rounds_ms: tuple[float, ...] = ()
     # input placements the samples were taken from in turn (apex_core/measure/placements.py)
     placements: int = 1
 

@@ -63,10 +63,12 @@ def empty_kernel() -> Callable[[], Any]:
     return lambda: one.fill_(0)
 
 
-def subtract_floor(timing: Timing, floor_ms: float) -> Timing:
-    """The samples net of the timer's floor (never below 0); the floor is kept beside them."""
+def subtract_floor(timing: Timing, floor_ms: float, rounds_ms: Sequence[float] = ()) -> Timing:
+    """The samples net of the timer's floor (never below 0); the floor (and the rounds it was
+    taken from) kept beside them."""
     net = tuple(max(sample - floor_ms, 0.0) for sample in timing.samples_ms)
-    return attrs.evolve(timing, samples_ms=net, stats=summarize(net), floor_ms=floor_ms)
+    return attrs.evolve(timing, samples_ms=net, stats=summarize(net), floor_ms=floor_ms,
+                        floor_rounds_ms=tuple(rounds_ms))
 
 
 def hold_timeout_s(warmup_host_s: list[float]) -> float:
@@ -199,8 +201,10 @@ class CudaTimer:
             base = "cuda_graph" if graph else "cuda_event"
             method = base if why_unheld else f"{base}_held"
         if self.options.subtract_floor:
-            floor = statistics.median(floor_samples) if floor_samples else self._floor(graph, why_unheld)
-            timing = subtract_floor(timing, floor)
+            if floor_samples:
+                timing = subtract_floor(timing, statistics.median(floor_samples))
+            else:
+                timing = subtract_floor(timing, *self._floor(graph, why_unheld))
         if self.flush is not None and (failed := self.flush.failure_note()):
             notes.append(failed)
         # fewer samples than placements (--fixed-iters 2, say) sampled only that many of them
@@ -234,20 +238,20 @@ class CudaTimer:
         empty = empty_kernel()
         return self._capture(empty) if graph else empty
 
-    def _floor(self, graph: bool, why_unheld: str) -> float:
+    def _floor(self, graph: bool, why_unheld: str) -> tuple[float, list[float]]:
         """The same method (graph, hold) around one empty kernel: the timer's own cost, as the mean
-        of ``FLOOR_ROUNDS`` short measurements' p50s."""
+        of ``FLOOR_ROUNDS`` short measurements' p50s; and those p50s."""
         call = self._floor_call(graph)
         # the floor samples an empty kernel, not the cell: --fixed-iters does not apply to it
         options = attrs.evolve(self.options, warmup=FLOOR_WARMUP, min_iters=FLOOR_MIN_SAMPLES,
                                min_time_s=FLOOR_MIN_TIME_S, max_time_s=FLOOR_MAX_TIME_S, fixed_iters=None)
         rounds = [self._measure_raw(call, options, why_unheld)[0].stats.p50 for _ in range(FLOOR_ROUNDS)]
+        averaged = rounds
         if self.options.floor_sampling == "pooled":
             # every round this process has taken the same way, this cell's included
-            pool = _pooled_rounds.setdefault(self._floor_key(graph, why_unheld), [])
-            pool += rounds
-            rounds = pool
-        return sum(rounds) / len(rounds)
+            averaged = _pooled_rounds.setdefault(self._floor_key(graph, why_unheld), [])
+            averaged += rounds
+        return sum(averaged) / len(averaged), rounds
 
     def _floor_key(self, graph: bool, why_unheld: str) -> tuple[Any, ...]:
         """What a floor round depends on: the card, the method (timer, graph, hold) and the L2 state."""

@@ -126,6 +126,7 @@ def cell_record(cell: CellResult, environment: dict[str, Any] | None = None,
             host_ms=cell.timing.host_ms,
             launch_bound=is_launch_bound(cell.timing),
             timer_floor_ms=cell.timing.floor_ms,
+            timer_floor_rounds_ms=list(cell.timing.floor_rounds_ms),
             placements=cell.timing.placements,
             flags=cell_flags(cell, environment or {}, config or {}),
         )

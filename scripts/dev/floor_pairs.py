@@ -52,7 +52,7 @@ def main() -> int:
                 floors.setdefault(f"{label} p50", []).append(statistics.median(samples) * 1e3)
                 floors.setdefault(f"{label} iqm", []).append(interquartile_mean(samples) * 1e3)
             # the floor as measure() takes it (the mean of FLOOR_ROUNDS short rounds)
-            floors.setdefault("shipped", []).append(timer._floor(False, "") * 1e3)
+            floors.setdefault("shipped", []).append(timer._floor(False, "")[0] * 1e3)
             cells.append(statistics.median(timer._measure_raw(cell, options, "")[0].samples_ms) * 1e3)
             print(f"round {index:2d}: cell {cells[-1]:.3f} " + " ".join(
                 f"{name} {values[-1]:.3f}" for name, values in floors.items()), flush=True)

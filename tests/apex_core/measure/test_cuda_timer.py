@@ -197,6 +197,7 @@ def test_measure_subtracts_the_same_methods_floor(monkeypatch):
     timing = timer.measure(lambda: setattr(clock, "now_ms", clock.now_ms + 0.010))
     assert timing.floor_ms == pytest.approx(0.003)
     assert timing.stats.p50 == pytest.approx(0.007)
+    assert timing.floor_rounds_ms == pytest.approx([0.003] * cuda_timer.FLOOR_ROUNDS)
 
 
 def test_samples_are_taken_from_every_placement_in_turn_and_pooled():
@@ -332,7 +333,7 @@ def test_the_kernel_timer_keeps_the_floor_in_rounds(monkeypatch):
         return Timing("x", "cold", samples, summarize(samples), "noise"), "", []
 
     monkeypatch.setattr(timer, "_measure_raw", measure_raw)
-    monkeypatch.setattr(CudaTimer, "_floor", lambda self, graph, why: 0.004)
+    monkeypatch.setattr(CudaTimer, "_floor", lambda self, graph, why: (0.004, [0.004]))
     timing = timer.measure(lambda: None)
     assert calls == [None] and timing.method == "kernel_profiler"
     assert timing.floor_ms == 0.004 and timing.stats.p50 == pytest.approx(0.006)
@@ -399,6 +400,8 @@ def test_a_pooled_floor_averages_every_round_of_the_process_taken_the_same_way(m
     second = make_timer(clock, hold, options).measure(cell)
     assert first.floor_ms == pytest.approx(0.003) and second.floor_ms == pytest.approx(second_floor)
     assert second.stats.p50 == pytest.approx(0.010 - second_floor)
+    # each cell keeps its own rounds, pooled or not: what the floor's spread can be read from
+    assert second.floor_rounds_ms == pytest.approx([0.005] * cuda_timer.FLOOR_ROUNDS)
     # another method (here: unheld) has a pool of its own
     unheld = make_timer(clock, None, options).measure(cell)
     assert unheld.floor_ms == pytest.approx(0.005)

@@ -88,6 +88,7 @@ def test_a_launch_bound_cell_is_marked_and_its_host_cost_and_floor_are_recorded(
 
     ok = next(c for c in report.cells if c.status == Status.OK)
     bound = attrs.evolve(ok.timing, method="cuda_event_held", host_ms=ok.timing.stats.p50 * 4, floor_ms=0.003,
+                         floor_rounds_ms=(0.0029, 0.0031),
                          kernel=KernelActivity(kernels_per_call=2, span_p50_ms=0.01, streams=1, calls=40))
     cells = tuple(attrs.evolve(c, timing=bound) if c is ok else c for c in report.cells)
     marked = attrs.evolve(report, cells=cells)
@@ -96,6 +97,7 @@ def test_a_launch_bound_cell_is_marked_and_its_host_cost_and_floor_are_recorded(
     cell = next(b for b in record["benchmarks"] if b["status"] == "ok")
     assert cell["launch_bound"] is True and cell["host_ms"] == pytest.approx(ok.timing.stats.p50 * 4)
     assert cell["timer_floor_ms"] == 0.003 and cell["kernel_activity"]["kernels_per_call"] == 2
+    assert cell["timer_floor_rounds_ms"] == [0.0029, 0.0031]
     text = render_markdown(marked)
     assert " †" in text and "† launch-bound" in text
     # the CPU timer measures no host cost apart: nothing is marked
