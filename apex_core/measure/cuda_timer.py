@@ -212,7 +212,9 @@ class CudaTimer:
         return attrs.evolve(timing, method=method, note="; ".join(notes), placements=placements)
 
     def _final_check(self, calls: Sequence[Callable[[], Any]], spot: Any) -> None:
-        """One more call on the placement last refreshed, its outputs and inputs checked."""
+        """One more call on the placement last refreshed (its fresh set written back there), its
+        outputs and inputs checked."""
+        spot.rewrite()
         with self.torch.cuda.stream(self.stream):
             outputs = calls[spot.last_slot]()
         self.torch.cuda.synchronize()

@@ -3,6 +3,7 @@ CUDA of test_cuda_timer.py), honest and stale calls, inputs changed while timed.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import torch
 
@@ -94,3 +95,81 @@ def test_the_checks_own_time_does_not_eat_the_cells_sampling_time():
     timing = measure_cpu(lambda: double(inputs), options, spot=spot)
     assert spot.fresh == [0, 1, 2] and spot.spent_s >= 0.9
     assert timing.stop_reason != "time_cap" and len(timing.samples_ms) > 5
+
+
+# the cell's own inputs back after each spot call ----------------------------------------------
+
+
+def restoring_checks(slots, spots=frozenset({0, 10, 20})):
+    """Spot checks that write the cell's own inputs (zeros, as every slot holds) back after each spot."""
+    spot = spot_checks(slots, spots)
+    spot.own = {"x": torch.zeros(4)}
+    return spot
+
+
+def test_cpu_every_call_but_the_spot_calls_runs_on_the_cells_own_inputs():
+    inputs = {"x": torch.zeros(4)}
+    seen = []
+
+    def recording():
+        seen.append(float(inputs["x"][0]))
+        return double(inputs)
+
+    spot = restoring_checks([inputs])
+    timing = measure_cpu(recording, CPU_OPTIONS, spot=spot)
+    sampled = seen[CPU_OPTIONS.warmup:CPU_OPTIONS.warmup + len(timing.samples_ms)]
+    assert [i for i, x in enumerate(sampled) if x != 0.0] == [0, 10, 20]  # sets 1, 2, 3 and only there
+    assert sampled[0] == 1.0 and sampled[10] == 2.0 and sampled[20] == 3.0
+    # one more call at the end on the set last written, checked; the inputs then hold that set
+    assert seen[-1] == 3.0 and len(seen) == CPU_OPTIONS.warmup + len(timing.samples_ms) + 1
+    assert torch.equal(inputs["x"], torch.full((4,), 3.0))
+
+
+def test_cpu_inputs_changed_by_the_spot_call_are_caught_before_they_are_restored():
+    inputs = {"x": torch.zeros(4)}
+
+    def mutating():
+        out = double(inputs)
+        inputs["x"][0] = out["y"][0]
+        return out
+
+    with pytest.raises(SpotWrong, match="changed its input 'x'.*after the timed call on fresh input set 1 of 3"):
+        measure_cpu(mutating, CPU_OPTIONS, spot=restoring_checks([inputs]))
+
+
+def test_cpu_inputs_changed_after_they_were_restored_are_caught_at_the_next_refresh():
+    inputs = {"x": torch.zeros(4)}
+    calls = []
+
+    def mutating_later():
+        calls.append(1)
+        out = double(inputs)
+        if float(inputs["x"][0]) == 0.0 and len(calls) > CPU_OPTIONS.warmup + 3:
+            inputs["x"][1] = 7.0  # on the cell's own inputs, between the spots
+        return out
+
+    with pytest.raises(SpotWrong, match="changed its input 'x'.*before fresh input set 2 of 3"):
+        measure_cpu(mutating_later, CPU_OPTIONS, spot=restoring_checks([inputs]))
+
+
+def test_cuda_timer_puts_the_cells_inputs_back_in_every_placement_it_refreshed():
+    clock = FakeClock()
+    first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
+    seen = []
+
+    def recording(inputs):
+        def call():
+            seen.append(float(inputs["x"][0]))
+            clock.now_ms += 0.01
+            return double(inputs)
+        return call
+
+    spot = restoring_checks([first, second])
+    options = attrs.evolve(OPTIONS, min_iters=60)
+    timing = make_timer(clock, None, options).measure(recording(first), [recording(second)], spot=spot)
+    assert spot.fresh[:2] == [0, 10] and len(timing.samples_ms) >= 60
+    # the spot call's batch (10 samples, 5 on the refreshed placement) runs on the set; after it
+    # the cell's own inputs again; and one more call at the end
+    assert sum(x != 0.0 for x in seen) == 5 * len(spot.fresh) + 1
+    # the final check's call ran on the set last written, back in its placement
+    assert seen[-1] != 0.0 and spot.holding[spot.last_slot] is spot.expected[spot.last_slot].inputs
