@@ -244,8 +244,7 @@ class Telemetry:
 class Timing:
     """How a cell was measured and what came out of it."""
 
-    # e.g. "cuda_event_held", "cuda_graph_held", "cuda_event" (not held), "kernel_profiler",
-    # "cpu_perf_counter", "triton_interpreter" (docs/timing.md)
+    # e.g. "cuda_event_held", "cuda_graph_held", "kernel_profiler", "cpu_perf_counter" (docs/timing.md)
     method: str
     cache: str  # "cold" or "warm" (CPU: "n/a")
     samples_ms: tuple[float, ...]
@@ -255,13 +254,11 @@ class Timing:
     # median host time to issue one call (perf_counter around the call, no sync); CUDA only
     host_ms: float | None = None
     kernel: KernelActivity | None = None  # the kernel timer's per-call activity
-    # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted
+    # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted;
+    # and the p50s of this cell's short rounds of it that floor_ms averages, () if none
     floor_ms: float | None = None
-    # the p50 of each short round of the empty kernel that floor_ms averages (this cell's own rounds);
-    # empty where the floor came from samples interleaved with the cell's, or was not subtracted
     floor_rounds_ms: tuple[float, ...] = ()
-    # input placements the samples were taken from in turn (apex_core/measure/placements.py)
-    placements: int = 1
+    placements: int = 1  # input placements sampled in turn (apex_core/measure/placements.py)
 
 
 @attrs.frozen

@@ -287,6 +287,8 @@ class CudaTimer:
                 batch[-1][1].synchronize()
                 if held and watchdog is not None and watchdog.tripped:
                     torch.cuda.synchronize()
+                    if checked:  # its spot call ran all the same: checked, its placement given back
+                        spot.after(len(samples), self.kept, self.elapsed(*batch[0]))
                     why_unheld = (f"not held: a call did not finish queueing within {timeout_s * 1e3:.0f} ms "
                                   "behind the hold (it synchronizes with the host, or queues more launches "
                                   "than the stream takes); timed without the hold, so host launch gaps count")
@@ -344,10 +346,10 @@ class CudaTimer:
                 if watchdog is not None and number is not None:
                     watchdog.disarm()
                     self.hold.release(number)
-            if watchdog is not None and watchdog.tripped:
-                return events[: index + 1]
             if spot is not None and index == 0:
                 self.kept = spot.keep(outputs)  # queued after the end event: outside the sample
+            if watchdog is not None and watchdog.tripped:
+                return events[: index + 1]
         return events
 
 

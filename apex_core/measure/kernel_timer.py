@@ -168,6 +168,7 @@ class KernelTimer:
                     outputs = call()
                 if checked:
                     self.kept[i] = self.spot.keep(outputs)
+                    self.spot.release(i)  # the rest of the session on the cell's own inputs
             torch.cuda.synchronize()
             if self.watch is not None:
                 self.watch.mark()  # the clocks now, not after the trace is exported and read

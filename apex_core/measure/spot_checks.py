@@ -11,11 +11,14 @@ plain dict of plain tensors (a subclass can compute when read, after the timed c
 The sets are never repeated, so a call on a fresh set cannot be answered from a cache:
 if those calls are much slower than the rest, the rest were answered from one.
 
-Once a spot call is checked, the cell's own inputs are written back into its placement: every
-other timed call runs on the cell's inputs. A kernel whose work follows its data (a blend's
-runs of tiles) took 8 % longer on a fresh set than on the cell's own on an H200, and the
-placement a spot refreshed used to keep the set for the rest of the timing, so which samples
-ran on which values followed where the random spots fell (docs/perf.md, 2026-11-29).
+With several input placements (CUDA), the cell's own inputs are written back into a spot's
+placement once its call is done: the rest of the timing runs on the cell's values, but for the
+calls queued with the spot call (the rest of the event timer's batch of 10). A kernel whose work
+follows its data (a blend's runs of tiles) took 8 % longer on a fresh set than on the cell's own
+on an H200, and the placement a spot refreshed used to keep the set for the rest of the timing,
+so which samples ran on which values followed where the random spots fell (docs/perf.md,
+2026-11-29). With one placement the set stays, as it always did: every sample then runs on one
+placement, and the last set holds from early on (the last spot lies within 32 x --iters).
 """
 
 from __future__ import annotations
@@ -74,6 +77,15 @@ class FreshSet:
     reference: Mapping[str, torch.Tensor]
 
 
+@attrs.frozen
+class _Spot:
+    """A spot call waiting for its check: its placement, the set written there and its number."""
+
+    slot: int
+    fresh: FreshSet
+    number: int
+
+
 class SpotWrong(Exception):
     """A spot-checked timed call gave a wrong answer or changed its inputs: the cell is incorrect."""
 
@@ -123,7 +135,7 @@ class SpotChecks:
         self.own = own
         self.expected: dict[int, FreshSet] = {}  # the set last written into each placement
         self.holding: dict[int, Mapping[str, torch.Tensor]] = {}  # what each refreshed placement holds now
-        self.pending: tuple[int, int] | None = None  # (sample number, slot) of the call to check
+        self.pending: dict[int, _Spot] = {}  # the spot calls to check, by sample number
         self.fresh: list[int] = []  # sample numbers taken on a fresh set
         self.last_slot = 0
         self.deferred: Suspect | None = None  # found while a CUDA batch was being queued, raised after it
@@ -150,7 +162,8 @@ class SpotChecks:
         self._inputs_kept(slot, f"before fresh input set {SETS - len(self.sets) + 1} of {SETS} was written")
         fresh = self.sets.pop(0)
         self._write(slot, fresh.inputs)
-        self.expected[slot], self.pending, self.last_slot = fresh, (index, slot), slot
+        self.expected[slot], self.last_slot = fresh, slot
+        self.pending[index] = _Spot(slot, fresh, SETS - len(self.sets))
 
     def _write(self, slot: int, values: Mapping[str, torch.Tensor]) -> None:
         write_inputs_(self.slots[slot], values)
@@ -160,12 +173,21 @@ class SpotChecks:
             torch.cuda.synchronize()
         self.holding[slot] = values
 
-    def _restore(self, slot: int) -> None:
-        """The cell's own inputs back into ``slot`` once its spot call is checked (kept unchanged)."""
-        if self.own is None:
+    def release(self, index: int) -> None:
+        """Right after spot call ``index`` (its outputs kept): the cell's own inputs back in its placement,
+        for a timer that can wait for the call there (the kernel timer, between profiled calls)."""
+        if index in self.pending:
+            self._restore(self.pending[index])
+
+    def _restore(self, spot: _Spot) -> None:
+        """The cell's own inputs back into the spot's placement, once its call is done and the
+        inputs are found unchanged; not where a later spot has written since, nor twice."""
+        if self.own is None or self.holding.get(spot.slot) is not spot.fresh.inputs:
             return
-        self._inputs_kept(slot, f"after the timed call on fresh input set {SETS - len(self.sets)} of {SETS}")
-        self._write(slot, self.own)
+        if any(t.is_cuda for t in self.slots[spot.slot].values()):
+            torch.cuda.synchronize()  # the call may still run, on a stream of its own
+        self._inputs_kept(spot.slot, f"after the timed call on fresh input set {spot.number} of {SETS}")
+        self._write(spot.slot, self.own)
 
     def rewrite(self) -> bool:
         """Before one more call to ``finish`` with: the set last written, back into its placement
@@ -198,28 +220,27 @@ class SpotChecks:
         return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
 
     def after(self, index: int, outputs: Any, sample_ms: float) -> None:
-        """After sample ``index`` (synchronized; ``sample_ms`` its time): check it if it was the spot call."""
+        """After sample ``index`` (synchronized; ``sample_ms`` its time): check it if it was a spot call."""
         if self.deferred is not None:
             raise self.deferred
-        if self.pending is None or self.pending[0] != index:
+        spot = self.pending.pop(index, None)
+        if spot is None:
             return
-        slot = self.pending[1]
-        self.pending = None
         started = perf_counter_ns()
         try:
-            self._check_spot(index, outputs, sample_ms, slot)
-            self._restore(slot)
+            self._check_spot(index, outputs, sample_ms, spot)
+            self._restore(spot)
         finally:
             self.spent_s += (perf_counter_ns() - started) / 1e9
 
-    def _check_spot(self, index: int, outputs: Any, sample_ms: float, slot: int) -> None:
+    def _check_spot(self, index: int, outputs: Any, sample_ms: float, spot: _Spot) -> None:
         if isinstance(outputs, Mapping) and type(outputs) not in _PLAIN_MAPPINGS:  # CPU: read it here
             start = perf_counter_ns()
             outputs = {k: outputs[k] for k in outputs}
             self.read = (None, None, (perf_counter_ns() - start) / 1e6)
         self._read_in_time(index, sample_ms)
         plain_outputs(outputs)
-        self._verify(outputs, slot, f"the timed call on fresh input set {SETS - len(self.sets)} of {SETS}")
+        self._verify(outputs, spot.fresh, f"the timed call on fresh input set {spot.number} of {SETS}")
         self.fresh.append(index)
 
     def _read_in_time(self, index: int, sample_ms: float) -> None:
@@ -267,7 +288,7 @@ class SpotChecks:
             return
         plain_outputs(outputs)
         self._inputs_kept(slot, "by the end of timing")
-        self._verify(outputs, slot, "the last timed call")
+        self._verify(outputs, self.expected[slot], "the last timed call")
 
     def _inputs_kept(self, slot: int, when: str) -> None:
         held = self.holding.get(slot)
@@ -275,8 +296,8 @@ class SpotChecks:
         if changed:
             raise SpotWrong(f"{changed}, while it was timed (found {when})")
 
-    def _verify(self, outputs: Any, slot: int, where: str) -> None:
-        accuracy = self.compare(outputs, self.expected[slot].reference)
+    def _verify(self, outputs: Any, fresh: FreshSet, where: str) -> None:
+        accuracy = self.compare(outputs, fresh.reference)
         if not accuracy.passed:
             raise SpotWrong(f"wrong result in {where} (a spot check inside the timing loop, on inputs "
                             f"written just before it): {accuracy.message}")
@@ -356,7 +377,9 @@ def for_cell(workload: Any, case: Any, dtype_name: str, device: str, min_iters: 
     for number in range(SETS):
         inputs = make_inputs(first_seed + number)
         sets.append(FreshSet(inputs, reference(inputs)))
-    own = {name: tensor.clone() for name, tensor in slots[0].items()}  # what each spot's placement gets back
+    # what a spot's placement gets back where there are several (each holds the cell's inputs): one
+    # placement more in memory, which fits where the placements did (a quarter of what was free)
+    own = {name: tensor.clone() for name, tensor in slots[0].items()} if cuda and len(slots) > 1 else None
     spot = SpotChecks(sets, slots, compare, spots, MARGINS["cuda" if cuda else "cpu"], own)
     spot.more_inputs = lambda number: make_inputs(first_seed + SETS + number)
     return spot, (torch.cuda.memory_allocated() - before if cuda else 0)

@@ -28,7 +28,7 @@ FLOORS = {"mean": statistics.fmean, "median": statistics.median, "min": min}
 
 def kind_of(path: Path) -> str:
     """'run' for runN.json, 'var2' for var2-N.json (varN.json: 'var')."""
-    match = re.fullmatch(r"(run|var\d*)(?:-)?\d+\.json", path.name)
+    match = re.fullmatch(r"(run|var\d+(?=-)|var)-?\d+\.json", path.name)
     return match.group(1) if match else ""
 
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from apex_core.correctness import compare_outputs
+from apex_core.measure import cuda_timer
 from apex_core.measure.spot_checks import FreshSet, SpotChecks, SpotWrong
 from apex_core.results import Tolerance
 from apex_core.timing import TimingOptions, measure_cpu
-from tests.apex_core.measure.test_cuda_timer import OPTIONS, FakeClock, make_timer
+from tests.apex_core.measure.test_cuda_timer import OPTIONS, FakeClock, FakeHold, make_timer
 
 TOL = Tolerance(1e-6, 1e-5)
 CPU_OPTIONS = TimingOptions(warmup=2, min_iters=40, min_time_s=0.0, max_time_s=1.0)
@@ -173,3 +174,71 @@ def test_cuda_timer_puts_the_cells_inputs_back_in_every_placement_it_refreshed()
     assert sum(x != 0.0 for x in seen) == 5 * len(spot.fresh) + 1
     # the final check's call ran on the set last written, back in its placement
     assert seen[-1] != 0.0 and spot.holding[spot.last_slot] is spot.expected[spot.last_slot].inputs
+
+
+def test_two_spots_queued_before_either_is_checked_are_both_checked_and_given_back():
+    # the kernel timer profiles many calls in one session and checks its spots after it
+    first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
+    spot = restoring_checks([first, second])
+    outputs = {}
+    for index, slot in ((0, 0), (10, 0)):
+        assert spot.before(index, slot)
+        outputs[index] = spot.keep(double([first, second][slot]))
+        spot.release(index)  # right after the call, as the kernel timer does
+        assert torch.equal(first["x"], torch.zeros(4))
+    spot.after(0, outputs[0], 0.01)
+    spot.after(10, outputs[10], 0.01)
+    assert spot.fresh == [0, 10] and not spot.pending
+    # a wrong answer on the second set is not lost behind the first
+    spot = restoring_checks([first, second])
+    for index, answer in ((0, 2.0), (10, 99.0)):
+        spot.before(index, 0)
+        outputs[index] = spot.keep({"y": torch.full((4,), answer)})
+        spot.release(index)
+    spot.after(0, outputs[0], 0.01)
+    with pytest.raises(SpotWrong, match="fresh input set 2 of 3"):
+        spot.after(10, outputs[10], 0.01)
+
+
+def test_inputs_changed_after_the_last_restore_are_caught_at_the_end():
+    first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
+    spot = restoring_checks([first, second])
+    spot.before(0, 0)
+    spot.after(0, double(first), 0.01)
+    first["x"][2] = 5.0  # a later call wrote its input
+    with pytest.raises(SpotWrong, match="changed its input 'x'.*by the end of timing"):
+        spot.rewrite()
+
+
+def test_a_spot_batch_released_by_the_watchdog_is_still_checked_and_given_back(monkeypatch):
+    monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", 0.05)
+    clock, hold = FakeClock(), FakeHold()
+    first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
+
+    def synchronizing(inputs):
+        def call():
+            clock.now_ms += 0.004
+            if hold.next and not hold.released.is_set():
+                assert hold.released.wait(5), "the watchdog never released the hold"
+            return double(inputs)
+        return call
+
+    spot = restoring_checks([first, second])
+    timing = make_timer(clock, hold, OPTIONS).measure(synchronizing(first), [synchronizing(second)], spot=spot)
+    assert "did not finish queueing" in timing.note
+    # the first spot's call (in the batch the watchdog released) was checked, and sample 0 of the
+    # unheld restart took the next set
+    assert spot.fresh[:2] == [0, 0] and not spot.pending
+
+
+def test_the_cells_own_inputs_are_kept_only_for_several_cuda_placements():
+    from apex_core.measure import spot_checks as module
+    from apex_core.results import Case
+    from apex_core.workloads.tilepack import TilePack
+
+    workload = TilePack()
+    case = Case("tilepack", "default", workload.params_type())
+    inputs = workload.make_inputs(case, "cpu", torch.float32, 0)
+    spot, _ = module.for_cell(workload, case, "fp32", "cpu", 10, [inputs, dict(inputs)],
+                              lambda seed: workload.make_inputs(case, "cpu", torch.float32, seed), 3)
+    assert spot is not None and spot.own is None  # the CPU keeps its one placement's set
