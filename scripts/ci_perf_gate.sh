@@ -37,16 +37,7 @@ status=$?
 # has slow spells of up to ~2x lasting seconds, which only ever slow a cell down, while a real
 # regression slows every attempt. Each metric takes its best attempt (compare --current ...).
 failing_cells() {  # prints "workloads backends" of the failing checks, or exits 1 on failed cells
-    "$PYTHON" - "$OUT/run1.json" "$OUT/compare.json" <<'PY'
-import json, sys
-cells = json.load(open(sys.argv[1]))["benchmarks"]
-broken = [c["name"] for c in cells if c["status"] in ("incorrect", "error", "timeout", "crashed")]
-if broken:
-    print(f"ci_perf_gate: failed cells (final): {', '.join(broken)}", file=sys.stderr)
-    sys.exit(1)
-failing = [c["metric"].split("/") for c in json.load(open(sys.argv[2]))["checks"] if c["status"] == "fail"]
-print(",".join(sorted({f"{w}:{c}" for w, c, *_ in failing})), ",".join(sorted({b for _, _, b, *_ in failing})))
-PY
+    "$PYTHON" scripts/failing_cells.py "$OUT/run1.json" "$OUT/compare.json"
 }
 reports=("$OUT/run1.json")
 for attempt in $(seq 2 $((RETRIES + 1))); do

@@ -178,12 +178,33 @@ def best_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
     return best
 
 
+def median_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
+    """Per metric, the cell of the median run of those where it is ok (of an even count, the faster
+    middle one): one fresh process can read a short GPU cell 6-8 % off the others on either side,
+    and the median of three sets it aside where the best of them would also set aside a real
+    slowdown's slower runs (docs/baselines.md, "Confirming a failed GPU gate")."""
+    runs: dict[str, list[ReportCell]] = {}
+    for report in reports:
+        for name, cell in report.cells_by_metric().items():
+            runs.setdefault(name, []).append(cell)
+    chosen = {}
+    for name, cells in runs.items():
+        ok = sorted((c for c in cells if c.status == "ok"), key=lambda c: c.stats_ms[metric_stat(name)])
+        chosen[name] = ok[(len(ok) - 1) // 2] if ok else cells[0]
+    return chosen
+
+
+# how several reports of one build give each metric its cell: "best" (the CPU gate's retries) or "median"
+COMBINE = {"best": best_cells, "median": median_cells}
+
+
 def compare(baseline: Baseline, baseline_path: Path | str,
             reports: LoadedReport | Sequence[LoadedReport], *, allow_missing: bool = False,
-            force: bool = False, normalize: bool = True) -> CompareSummary:
+            force: bool = False, normalize: bool = True, combine: str = "best") -> CompareSummary:
     """Check every baseline metric against the report(s); raises on a suite or environment mismatch.
 
-    Several reports are runs of one build (a retry of a failed gate): each metric takes its best run.
+    Several reports are runs of one build (a retry of a failed gate): each metric takes its best
+    run, or with ``combine="median"`` its median run.
     With ``normalize``, a baseline measured on another card of the same model has its times scaled
     to the card of the run each metric's cell came from (across_cards.py).
     """
@@ -196,7 +217,7 @@ def compare(baseline: Baseline, baseline_path: Path | str,
                                               force=force)
         differences += [d for d in found if d not in differences]
         forced = forced or overridden
-    cells = best_cells(reports)
+    cells = COMBINE[combine](reports)
     origin = {id(cell): report for report in reports for cell in report.cells}
     scaled, scalings, normalization = normalized_baseline(
         baseline, cells, {name: origin[id(cell)].fingerprint for name, cell in cells.items()},

@@ -61,6 +61,7 @@ class GateOptions:
     allow_missing: bool = False
     force: bool = False
     normalize: bool = True  # scale the baseline's times to the current card (baseline/across_cards.py)
+    combine: str = "best"  # how several --current reports give each metric its cell (baseline/compare.py)
     # the history the current card is judged in against its model's other cards; None: the default one
     history: str | None = None
     judge_card: bool = True
@@ -88,7 +89,8 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     quiet) and the one-line outcome; returns 0 pass, 1 fail."""
     paths = report_paths if isinstance(report_paths, list) else [report_paths]
     summary = compare(options.baseline, options.baseline_path, [load_report(path) for path in paths],
-                      allow_missing=options.allow_missing, force=options.force, normalize=options.normalize)
+                      allow_missing=options.allow_missing, force=options.force, normalize=options.normalize,
+                      combine=options.combine)
     summary = _with_card_standing(summary, options)
     # Every input is valid from here on: only now do artifacts appear.
     if options.summary is not None:
@@ -187,7 +189,12 @@ def build_parser() -> OneLineParser:
                         "$APEX_BENCH_HISTORY, else artifacts/history.sqlite)")
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
                         help="apex-bench JSON report; several runs of one build (a retry) give each "
-                        "metric its best run")
+                        "metric its best run (see --combine)")
+    parser.add_argument("--combine", choices=("best", "median"), default="best",
+                        help="with several --current reports, each metric's cell comes from its best run "
+                        "(default: contention only slows a run) or its median run (a GPU gate's "
+                        "confirmation: one fresh process can read a short cell several %% off either "
+                        "way; docs/baselines.md)")
     parser.add_argument("--summary", metavar="OUT", help="write the compare summary JSON here")
     parser.add_argument("--trend-output", metavar="OUT", help="write the normalized trend JSON here")
     parser.add_argument("--markdown", metavar="OUT", help="write the Markdown table here")
@@ -221,7 +228,8 @@ def main(argv: list[str]) -> int:
         where = f"history {args.history or 'default'} --against {args.against} ({described})"
     options = GateOptions(baseline=baseline, baseline_path=Path(where), summary=args.summary,
                           trend=args.trend_output, markdown=args.markdown, allow_missing=args.allow_missing,
-                          force=args.force, normalize=args.normalize, history=args.history)
+                          force=args.force, normalize=args.normalize, history=args.history,
+                          combine=args.combine)
     options.check_outputs()
     if args.against is not None:
         print(f"apex-bench compare: against {where}", flush=True)  # which runs the verdict is about

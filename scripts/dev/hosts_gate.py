@@ -7,7 +7,9 @@ report of the other DIRs is compared against them with ``apex-bench compare`` (i
 normalization on): triton and spin are A/A comparisons (a failure is a false alarm), slow is the
 planted slowdown (a failure is a catch); "scaled" is each triton report with every sample and
 statistic x1.05, a synthetic slowdown of every cell. Prints one line per baseline machine and kind.
-Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F]
+With --confirm a failed compare is judged again as scripts/gpu_gate_confirm.sh does: with two more
+runs of the same machine, each metric by its median run (``compare --combine median``).
+Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F] [--confirm]
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ def emit(reports: list[Path], out: Path, min_effect: str | None) -> Path:
     return out
 
 
-def compare(baseline: Path, report: Path, summary: Path) -> tuple[str, list[float]]:
-    """'pass' or 'FAIL' (with any other exit code), and the p50 checks' current / baseline."""
-    done = apex("compare", "--baseline", str(baseline), "--current", str(report), "--quiet",
-                "--summary", str(summary))
+def compare(baseline: Path, report: Path, summary: Path, more: list[Path] = ()) -> tuple[str, list[float]]:
+    """'pass' or 'FAIL' (with any other exit code), and the p50 checks' current / baseline; with
+    ``more`` runs, each metric judged by its median run."""
+    combine = ["--combine", "median"] if more else []
+    done = apex("compare", "--baseline", str(baseline), "--current", str(report), *map(str, more), *combine,
+                "--quiet", "--summary", str(summary))
     outcome = ("FAIL" if done.returncode else "pass") + ("" if done.returncode in (0, 1) else
                                                          f"(exit {done.returncode})")
     checks = json.loads(summary.read_text())["checks"] if summary.exists() else []
@@ -66,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="+", type=Path)
     parser.add_argument("--min-effect")
+    parser.add_argument("--confirm", action="store_true", help="a failure judged again with two more runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         for base_dir in args.dirs:
@@ -75,12 +80,16 @@ def main() -> None:
             for kind, (label, reports, against) in KINDS.items():
                 outcomes, ratios = [], []
                 for other in (d for d in args.dirs if d != base_dir):
-                    for report in sorted(other.glob(f"{reports}*.json")):
+                    runs = sorted(other.glob(f"{reports}[0-9]*.json"))
+                    if kind == "scaled":
+                        runs = [scaled_copy(run, Path(scratch) / run.name) for run in runs]
+                    for at, report in enumerate(runs):
                         summary = Path(scratch) / "summary.json"
                         summary.unlink(missing_ok=True)
-                        if kind == "scaled":
-                            report = scaled_copy(report, Path(scratch) / report.name)
                         outcome, found = compare(baselines[against], report, summary)
+                        if outcome.startswith("FAIL") and args.confirm and len(runs) >= 3:
+                            more = [runs[(at + 1) % len(runs)], runs[(at + 2) % len(runs)]]
+                            outcome = compare(baselines[against], report, summary, more)[0] + "(confirmed)"
                         outcomes.append(f"{other.name}/{report.stem}:{outcome}")
                         ratios += found
                 fails = sum("FAIL" in o for o in outcomes)

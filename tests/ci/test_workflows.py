@@ -211,6 +211,9 @@ def test_gpu_job_runs_in_tagged_sessions_and_stops_them_afterwards():
     commands = [line.strip() for line in job_steps[bench]["run"].splitlines()
                 if re.match(r'\s*(in_job_session )?("\$\{suite\[@\]\}"|apex-bench )', line)]
     assert len(commands) == 3 and all(c.startswith("in_job_session ") for c in commands), commands
+    # a failed gate's confirmation runs apex-bench too, in a session of its own
+    confirm = 'in_job_session bash scripts/gpu_gate_confirm.sh "$OUT" "$APEX_GPU_BASELINE"'
+    assert confirm in job_steps[bench]["run"]
     stop = job_steps[bench + 1]
     assert stop.get("if") == "always()"
     assert stop["run"].strip() == 'bash scripts/gpu_job_cleanup.sh "${JOB_DIR:-}/sessions"'

@@ -192,3 +192,36 @@ def test_promote_command_writes_or_refuses_with_exit_2(tmp_path, gpu_baseline):
     assert refused.returncode == 2
     assert "promotion refused" in refused.stderr and P50 in refused.stderr and "Traceback" not in refused.stderr
     assert (tmp_path / "b.json").read_text() == before
+
+
+# several runs of one build: best or median ----------------------------------------------------
+
+
+def test_the_median_of_three_runs_sets_one_process_aside_either_way(tmp_path, gpu_baseline):
+    def runs(name, medians):
+        return [gpu_report(tmp_path, f"{name}-{i}.json", m, seed=80 + i, spread=0.002)
+                for i, m in enumerate(medians)]
+
+    def status(reports, combine):
+        return next(c for c in compare(gpu_baseline, "b.json", reports, combine=combine).checks
+                    if c.metric == P50).status
+
+    outlier = runs("aa", (0.0108, 0.0100, 0.01005))  # one process 8 % slow, the build unchanged
+    assert status(outlier[:1], "best") == "fail"
+    assert status(outlier, "median") == "pass" and status(outlier, "best") == "pass"
+    slower = runs("slow", (0.0107, 0.01075, 0.0100))  # 7 % slower, one process read fast
+    assert status(slower, "median") == "fail"
+    assert status(slower, "best") == "pass"  # the best run hides it
+
+
+def test_compare_command_takes_the_median_run_on_request(tmp_path, gpu_baseline):
+    write_baseline(tmp_path / "b.json", gpu_baseline)
+    for i, m in enumerate((0.0107, 0.01075, 0.0100)):
+        gpu_report(tmp_path, f"r{i}.json", m, seed=90 + i, spread=0.002)
+    currents = ["--current", "r0.json", "r1.json", "r2.json"]
+    best = run_cli(["compare", "--baseline", "b.json", *currents, "--quiet"], cwd=tmp_path)
+    median = run_cli(["compare", "--baseline", "b.json", *currents, "--combine", "median", "--quiet"],
+                     cwd=tmp_path)
+    assert best.returncode == 0 and median.returncode == 1, median.stdout + median.stderr
+    refused = run_cli(["compare", "--baseline", "b.json", *currents, "--combine", "mean"], cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
