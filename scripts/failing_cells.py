@@ -2,17 +2,21 @@
 
 Prints ``WORKLOADS BACKENDS`` (``workload:case,...`` and ``backend,...``, the ``--workloads``
 and ``--backends`` arguments that re-run exactly the failing checks' cells; an empty line when
-only missing metrics failed) from the run's JSON report and its compare summary. A cell that
-is incorrect, errored, timed out or crashed is final: it is named on stderr and the exit code
-is 1. Used by scripts/ci_perf_gate.sh and scripts/gpu_gate_confirm.sh.
+only missing metrics failed) from the run's JSON report and its compare summary. A cell whose
+status fails a run (incorrect, error, timeout, crashed, suspect: apex_core.results.FAILING_STATUSES)
+is final, in the gate or not: it is named on stderr and the exit code is 1. Used by
+scripts/ci_perf_gate.sh and scripts/gpu_gate_confirm.sh.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-FINAL = ("incorrect", "error", "timeout", "crashed")
+from apex_core.results import FAILING_STATUSES
+
+FINAL = {str(status) for status in FAILING_STATUSES}
 
 
 def main(report: str, summary: str) -> int:
@@ -20,7 +24,7 @@ def main(report: str, summary: str) -> int:
         cells = json.load(handle)["benchmarks"]
     broken = [c["name"] for c in cells if c["status"] in FINAL]
     if broken:
-        print(f"failed cells (final): {', '.join(broken)}", file=sys.stderr)
+        print(f"{Path(sys.argv[0]).stem}: failed cells (final): {', '.join(broken)}", file=sys.stderr)
         return 1
     with open(summary, encoding="utf-8") as handle:
         failing = [c["metric"].split("/") for c in json.load(handle)["checks"] if c["status"] == "fail"]

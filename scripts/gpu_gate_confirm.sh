@@ -4,7 +4,7 @@
 # three (apex-bench compare --combine median). One fresh process can read a 2.5-7 us cell 6-8 %
 # off the others on either side (docs/baselines.md, "Confirming a failed GPU gate"): the median
 # sets that process aside, where the best of the three would also set aside a real slowdown's
-# slower runs. A failed cell (incorrect, error, timeout, crashed) is final.
+# slower runs. A failed cell (incorrect, error, timeout, crashed, suspect) is final.
 #   bash scripts/gpu_gate_confirm.sh OUT BASELINE
 # OUT holds the gated run's apex-bench.json and compare-summary.json; the confirmed compare
 # replaces compare-summary.json, trend.json and compare.md there. Exit codes as apex-bench.
@@ -12,6 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_gate_confirm.sh OUT BASELINE}
 baseline=${2:?usage: gpu_gate_confirm.sh OUT BASELINE}
+[ -f "$out/compare-summary.json" ] || { echo "gpu_gate_confirm: no $out/compare-summary.json" >&2; exit 1; }
 read -r workloads backends < <(python3 scripts/failing_cells.py "$out/apex-bench.json" "$out/compare-summary.json") \
     || exit 1
 [ -n "$workloads" ] || exit 1   # failed only on missing metrics: measuring again cannot help

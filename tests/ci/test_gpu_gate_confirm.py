@@ -80,3 +80,18 @@ def test_one_slow_process_is_set_aside_by_the_two_runs_after_it(gate):
 def test_a_slowdown_that_holds_in_two_of_three_runs_fails(gate):
     code, summary, _ = gate(0.0108, (0.01075, 0.0100))
     assert code == 1 and summary["status"] == "fail"
+
+
+def test_a_suspect_cell_is_final_and_nothing_is_measured_again(tmp_path):
+    from tests.apex_core.baseline.conftest import cell, report, write
+
+    suspect = cell("spin", "10us", "test-working", "fp16", status="suspect", reason="time.perf_counter replaced")
+    out = tmp_path / "out"
+    out.mkdir()
+    write(out / "apex-bench.json", report([suspect], device="cuda", gpu="NVIDIA H100 80GB HBM3", dtypes=("fp16",)))
+    (out / "compare-summary.json").write_text(json.dumps({"checks": [
+        {"metric": "spin/10us/test-working/fp16/p50_ms", "status": "fail"}]}))
+    done = subprocess.run(["bash", str(CONFIRM), str(out), str(tmp_path / "b.json")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "failed cells (final): spin/10us/test-working" in done.stderr
+    assert not list(out.glob("confirm*.json"))
