@@ -85,10 +85,11 @@ def test_a_slowdown_that_holds_in_two_of_three_runs_fails(gate):
 def test_a_suspect_cell_is_final_and_nothing_is_measured_again(tmp_path):
     from tests.apex_core.baseline.conftest import cell, report, write
 
-    suspect = cell("spin", "10us", "test-working", "fp16", status="suspect", reason="time.perf_counter replaced")
+    suspect = cell("spin", "10us", "test-working", "fp16", status="suspect", reason="a clock replaced")
     out = tmp_path / "out"
     out.mkdir()
-    write(out / "apex-bench.json", report([suspect], device="cuda", gpu="NVIDIA H100 80GB HBM3", dtypes=("fp16",)))
+    record = report([suspect], device="cuda", gpu="NVIDIA H100 80GB HBM3", dtypes=("fp16",))
+    write(out / "apex-bench.json", record)
     (out / "compare-summary.json").write_text(json.dumps({"checks": [
         {"metric": "spin/10us/test-working/fp16/p50_ms", "status": "fail"}]}))
     done = subprocess.run(["bash", str(CONFIRM), str(out), str(tmp_path / "b.json")], capture_output=True,
