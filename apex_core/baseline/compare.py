@@ -15,7 +15,7 @@ or metrics emitted without one) only the cap gates, and the verdict is shown bes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,30 +159,9 @@ def check_extra(name: str, limit: ExtraLimit, cell: ReportCell | None) -> Check:
                  failed_by=failed_by, unit=kind.unit, better=limit.better)
 
 
-def _better(candidate: ReportCell, held: ReportCell, stat: str) -> bool:
-    """An ok cell beats a failed one; of two ok cells, the faster run of the statistic wins."""
-    if (candidate.status == "ok") != (held.status == "ok"):
-        return candidate.status == "ok"
-    return candidate.status == "ok" and candidate.stats_ms[stat] < held.stats_ms[stat]
-
-
-def best_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
-    """Per metric, the cell of the best run: contention only ever slows a run down, so of
-    several runs of one build the fastest is the closest to what the code costs."""
-    best: dict[str, ReportCell] = {}
-    for report in reports:
-        for name, cell in report.cells_by_metric().items():
-            held = best.get(name)
-            if held is None or _better(cell, held, metric_stat(name)):
-                best[name] = cell
-    return best
-
-
-def median_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
-    """Per metric, the cell of the median run of those where it is ok (of an even count, the faster
-    middle one): one fresh process can read a short GPU cell 6-8 % off the others on either side,
-    and the median of three sets it aside where the best of them would also set aside a real
-    slowdown's slower runs (docs/baselines.md, "Confirming a failed GPU gate")."""
+def _cells_by_rank(reports: Sequence[LoadedReport], pick: Callable[[int], int]) -> dict[str, ReportCell]:
+    """Per metric, of the runs where its cell is ok, ordered fastest first (the earlier run first on
+    a tie), the one at index ``pick(count)``; the first run's cell where it is ok in none."""
     runs: dict[str, list[ReportCell]] = {}
     for report in reports:
         for name, cell in report.cells_by_metric().items():
@@ -190,8 +169,22 @@ def median_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
     chosen = {}
     for name, cells in runs.items():
         ok = sorted((c for c in cells if c.status == "ok"), key=lambda c: c.stats_ms[metric_stat(name)])
-        chosen[name] = ok[(len(ok) - 1) // 2] if ok else cells[0]
+        chosen[name] = ok[pick(len(ok))] if ok else cells[0]
     return chosen
+
+
+def best_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
+    """Per metric, the cell of the best run: contention only ever slows a run down, so of
+    several runs of one build the fastest is the closest to what the code costs."""
+    return _cells_by_rank(reports, lambda count: 0)
+
+
+def median_cells(reports: Sequence[LoadedReport]) -> dict[str, ReportCell]:
+    """Per metric, the cell of the median run of those where it is ok (of an even count, the faster
+    middle one): one fresh process can read a short GPU cell 6-8 % off the others on either side,
+    and the median of three sets it aside where the best of them would also set aside a real
+    slowdown's slower runs (docs/baselines.md, "Confirming a failed GPU gate")."""
+    return _cells_by_rank(reports, lambda count: (count - 1) // 2)
 
 
 # how several reports of one build give each metric its cell: "best" (the CPU gate's retries) or "median"

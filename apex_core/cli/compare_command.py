@@ -25,7 +25,7 @@ from apex_core.baseline.artifacts import (
     table_columns,
     trend_record,
 )
-from apex_core.baseline.compare import check_environment, compare
+from apex_core.baseline.compare import COMBINE, check_environment, compare
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
@@ -190,7 +190,7 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--current", required=True, nargs="+", metavar="REPORT",
                         help="apex-bench JSON report; several runs of one build (a retry) give each "
                         "metric its best run (see --combine)")
-    parser.add_argument("--combine", choices=("best", "median"), default="best",
+    parser.add_argument("--combine", choices=tuple(COMBINE), default="best",
                         help="with several --current reports, each metric's cell comes from its best run "
                         "(default: contention only slows a run) or its median run (a GPU gate's "
                         "confirmation: one fresh process can read a short cell several %% off either "

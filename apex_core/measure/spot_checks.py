@@ -167,11 +167,14 @@ class SpotChecks:
 
     def _write(self, slot: int, values: Mapping[str, torch.Tensor]) -> None:
         write_inputs_(self.slots[slot], values)
-        if any(t.is_cuda for t in self.slots[slot].values()):
-            # the copies run on the current stream; a backend on a stream of its own that does not wait
-            # for it (JAX) would read the inputs half written (seen on an H100: jax tilepack, large)
-            torch.cuda.synchronize()
+        # the copies run on the current stream; a backend on a stream of its own that does not wait
+        # for it (JAX) would read the inputs half written (seen on an H100: jax tilepack, large)
+        self._synchronize(slot)
         self.holding[slot] = values
+
+    def _synchronize(self, slot: int) -> None:
+        if any(t.is_cuda for t in self.slots[slot].values()):
+            torch.cuda.synchronize()
 
     def release(self, index: int) -> None:
         """Right after spot call ``index`` (its outputs kept): the cell's own inputs back in its placement,
@@ -184,8 +187,7 @@ class SpotChecks:
         inputs are found unchanged; not where a later spot has written since, nor twice."""
         if self.own is None or self.holding.get(spot.slot) is not spot.fresh.inputs:
             return
-        if any(t.is_cuda for t in self.slots[spot.slot].values()):
-            torch.cuda.synchronize()  # the call may still run, on a stream of its own
+        self._synchronize(spot.slot)  # the call may still run, on a stream of its own
         self._inputs_kept(spot.slot, f"after the timed call on fresh input set {spot.number} of {SETS}")
         self._write(spot.slot, self.own)
 
