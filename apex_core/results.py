@@ -255,10 +255,10 @@ class Timing:
     host_ms: float | None = None
     kernel: KernelActivity | None = None  # the kernel timer's per-call activity
     # the method's p50 for one empty kernel, already subtracted from every sample; None: not subtracted;
-    # and the p50s of this cell's short rounds of it that floor_ms averages, () if none
+    # floor_rounds_ms (last, so the fields before it keep their places): this cell's short rounds' p50s
     floor_ms: float | None = None
-    floor_rounds_ms: tuple[float, ...] = ()
     placements: int = 1  # input placements sampled in turn (apex_core/measure/placements.py)
+    floor_rounds_ms: tuple[float, ...] = ()
 
 
 @attrs.frozen
