@@ -36,6 +36,7 @@ import attrs
 from apex_core.errors import describe_exception
 from apex_core.measure.cell import CellSpec
 from apex_core.results import CellResult
+from apex_core.running.threads import DrivingThread
 from apex_core.running.warming import FAILED, NOT_STARTED, WarmRequest, WarmResult
 from apex_core.running.workers import WorkerPool, kill_and_join
 
@@ -99,8 +100,8 @@ class BuildAhead:
         self._stopping = threading.Event()
         self.pools = [make_pool(plugins, env=dict(envs[n % len(envs)]), niceness=BUILDER_NICENESS,
                                 name=f"apex-bench-builder-{n}") for n in range(count if self._order else 0)]
-        self._threads = [threading.Thread(target=self._serve, args=(pool,), name=f"apex-bench-builder-{n}",
-                                          daemon=True) for n, pool in enumerate(self.pools)]
+        self._threads = [DrivingThread(self._serve, pool, name=f"apex-bench-builder-{n}")
+                         for n, pool in enumerate(self.pools)]
 
     def start(self) -> None:
         for thread in self._threads:

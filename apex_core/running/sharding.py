@@ -26,6 +26,7 @@ import attrs
 
 from apex_core.plan import PlannedCell
 from apex_core.results import CellResult, DeviceInfo, DeviceUse
+from apex_core.running.threads import DrivingThread
 from apex_core.running.workers import WorkerStartError, kill_and_join
 
 # Failed worker starts in a row after which a GPU leaves the rotation.
@@ -165,8 +166,8 @@ def run_slots(slots: Sequence[Slot], book: CellBook, run_cell: RunCell) -> None:
                 failures.append(exc)
                 book.stopping.set()
 
-    threads = [threading.Thread(target=guarded, args=(slot,), name=f"apex-bench-{slot.label}",
-                                daemon=True) for slot in slots]
+    # not threading.Thread: its join, interrupted by the Ctrl-C, can mark a running slot ended
+    threads = [DrivingThread(guarded, slot, name=f"apex-bench-{slot.label}") for slot in slots]
     for thread in threads:
         thread.start()
     try:
@@ -181,7 +182,7 @@ def run_slots(slots: Sequence[Slot], book: CellBook, run_cell: RunCell) -> None:
         raise failures[0]
 
 
-def stop(slots: Sequence[Slot], book: CellBook, threads: Sequence[threading.Thread]) -> None:
+def stop(slots: Sequence[Slot], book: CellBook, threads: Sequence[DrivingThread]) -> None:
     """Stop every slot: no new cells, and each running worker killed (with its helpers)."""
     book.stopping.set()
     kill_and_join([slot.pool for slot in slots], threads)

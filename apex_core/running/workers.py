@@ -31,6 +31,7 @@ from apex_core.measure.cell import CellSpec
 from apex_core.results import CellResult, Status
 from apex_core.running import warming
 from apex_core.running.probing import ERROR, TIMEOUT, Prober, ProbeRequest, ProbeResult
+from apex_core.running.threads import DrivingThread
 from apex_core.running.warming import WarmRequest, WarmResult
 from apex_core.running.worker_output import REPORT_TAIL_BYTES, REPORT_TAIL_LINES, WorkerOutput, where
 from apex_core.running.worker_process import DUMP_SIGNAL, LAST, UNFIT, sendable, worker_main
@@ -121,6 +122,8 @@ class WorkerPool:
         self._conn: Any = None
         self._output: WorkerOutput | None = None
         self._stopped = False  # set by kill(for_good=True)
+        # held while one thread takes the worker to discard it (see _discard)
+        self._taking = threading.Lock()
 
     def _start(self) -> None:
         started = time.perf_counter()
@@ -159,16 +162,21 @@ class WorkerPool:
                 process.kill()  # it died before setsid(), or the group is empty
 
     def _discard(self) -> None:
+        # One thread takes the worker, whichever comes first: the slot's thread whose worker
+        # died under it, or the main thread tearing the pools down. Both closing its pipe
+        # would close a descriptor number that may be another file's by then.
+        with self._taking:
+            process, conn, output = self._process, self._conn, self._output
+            self._process = self._conn = self._output = None
         # The group is killed before the worker is reaped, so its pid (the group id)
         # cannot have been reused by then.
-        if self._process is not None:
-            self._kill_group(self._process)
-            self._process.join(EXIT_WAIT_S)
-        if self._conn is not None:
-            self._conn.close()
-        if self._output is not None:
-            self._output.close()
-        self._process = self._conn = self._output = None
+        if process is not None:
+            self._kill_group(process)
+            process.join(EXIT_WAIT_S)
+        if conn is not None:
+            conn.close()
+        if output is not None:
+            output.close()
 
     def _dump_stacks(self) -> None:
         """Ask a stuck worker for every thread's Python stack (faulthandler), then give it a moment."""
@@ -269,10 +277,11 @@ class WorkerPool:
 
     def close(self, graceful: bool = True) -> None:
         """End the worker and its helpers; ``graceful`` first asks it to finish (not while it is busy)."""
-        if graceful and self._process is not None and self._process.is_alive():
+        process, conn = self._process, self._conn  # read once: a slot's thread may discard them meanwhile
+        if graceful and process is not None and conn is not None and process.is_alive():
             with contextlib.suppress(OSError):  # BrokenPipeError among them: it is gone already
-                self._conn.send(None)
-                self._process.join(EXIT_WAIT_S)
+                conn.send(None)
+                process.join(EXIT_WAIT_S)
         self._discard()
 
 
@@ -297,7 +306,7 @@ def start_shielded(process: Any) -> None:
 STOP_WAIT_S = 10.0
 
 
-def kill_and_join(pools: Iterable[WorkerPool | None], threads: Iterable[threading.Thread],
+def kill_and_join(pools: Iterable[WorkerPool | None], threads: Iterable[DrivingThread],
                   for_good: bool = False) -> None:
     """Kill each pool's worker with its helpers (``WorkerPool.kill``), then join the threads that
     drive them, ``STOP_WAIT_S`` for all of them together (a thread never started is skipped)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ from apex_core.report.markdown import render_markdown
 from apex_core.report.records import report_record
 from apex_core.report.schema import validate_report
 from apex_core.results import Case, CellResult, DeviceInfo, Report, Status
+from apex_core.running import sharding
 from apex_core.running.autotune import summarize_autotune
 from apex_core.running.caches import CACHE_ENV, cache_root, compile_caches
 from apex_core.running.devices import FAKE_GPUS_ENV, host_gpus, parse_devices, pinning_env, select_devices
@@ -170,6 +173,57 @@ def test_an_interruption_stops_every_slot_and_keeps_what_finished():
 
     run_slots(states, book, run_cell)
     assert len(book.results()) <= 2 and len(calls) <= 4
+
+
+class _KillablePool:
+    """What a slot's thread drives: killed by the run's stop, let go by its thread once discarded."""
+
+    def __init__(self) -> None:
+        self.killed = threading.Event()
+        self.let_go = threading.Event()
+
+    def kill(self, for_good: bool = False) -> None:
+        self.killed.set()
+
+
+def test_a_ctrl_c_while_the_run_waits_for_its_slots_waits_until_each_has_let_go_of_its_worker(monkeypatch):
+    # Thread.join, interrupted by the Ctrl-C, marked a running slot's thread ended (Python 3.11):
+    # the run went on to close the workers while the slots still discarded theirs
+    seen_at_stop: list[list[bool]] = []
+    kill_and_join = sharding.kill_and_join
+
+    def watched(pools, threads, **kwargs):
+        seen_at_stop.append([thread.is_alive() for thread in threads])
+        kill_and_join(pools, threads, **kwargs)
+
+    monkeypatch.setattr(sharding, "kill_and_join", watched)
+    book = CellBook(_cells(4))
+    slots = [Slot(card, pool=_KillablePool()) for card in CARDS[:2]]
+    started = threading.Semaphore(0)
+
+    def run_cell(slot, cell):
+        started.release()
+        assert slot.pool.killed.wait(30)
+        time.sleep(0.3)  # discarding the dead worker: reaping it, closing its pipe
+        slot.pool.let_go.set()
+        return _ok(cell)
+
+    def interrupt_once_both_run():
+        for _ in slots:
+            started.acquire(timeout=30)
+        time.sleep(0.2)  # the main thread is back in its wait for the slots
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_both_run, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_slots(slots, book, run_cell)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen_at_stop == [[True, True]]  # both were still discarding their workers
+    assert [slot.pool.let_go.is_set() for slot in slots] == [True, True]
+    assert book.results() == ()  # nothing finished before the interruption
 
 
 def test_the_report_names_each_cells_card_and_the_retired_ones():
