@@ -57,6 +57,7 @@ def summary_record(summary: CompareSummary) -> dict[str, Any]:
         "allow_missing": summary.allow_missing,
         "baseline": summary.baseline_path,
         "current": list(summary.current_paths),
+        "combine": summary.combine,
         "timestamp_utc": summary.timestamp_utc,
         "rule": RULE,
         "environment_differences": list(summary.environment_differences),
@@ -79,9 +80,9 @@ def trend_record(summary: CompareSummary) -> dict[str, Any]:
     }
 
 
-def _paths(paths: tuple[str, ...]) -> str:
+def _paths(paths: tuple[str, ...], combine: str) -> str:
     text = ", ".join(f"`{p}`" for p in paths)
-    return text if len(paths) == 1 else f"{text} (best run per metric)"
+    return text if len(paths) == 1 else f"{text} ({combine} run per metric)"
 
 
 def _ms(value: float | None) -> str:
@@ -118,7 +119,7 @@ def render_markdown(summary: CompareSummary) -> str:
     lines = [
         f"## apex-bench gate: {summary.status.upper()} ({failed} of {len(summary.checks)} metrics failed)",
         "",
-        f"Baseline `{summary.baseline_path}`, current {_paths(summary.current_paths)} "
+        f"Baseline `{summary.baseline_path}`, current {_paths(summary.current_paths, summary.combine)} "
         f"({summary.timestamp_utc}).",
         f"Rule: {RULE}. Verdict: ratio current/baseline with its bootstrap interval (at the rule's "
         f"confidence, else {CONFIDENCE:.0%}); `same` when the interval lies within 1 ± {SAME_MARGIN:.0%}.",

@@ -227,5 +227,5 @@ def compare(baseline: Baseline, baseline_path: Path | str,
     return CompareSummary(suite=baseline.suite, forced=forced,
                           allow_missing=allow_missing, checks=checks,
                           environment_differences=tuple(differences), baseline_path=str(baseline_path),
-                          current_paths=tuple(r.path for r in reports),
+                          current_paths=tuple(r.path for r in reports), combine=combine,
                           timestamp_utc=max(r.timestamp_utc for r in reports), normalization=normalization)

@@ -189,10 +189,12 @@ class CompareSummary:
     checks: tuple[Check, ...]
     environment_differences: tuple[str, ...]
     baseline_path: str
-    current_paths: tuple[str, ...]  # several runs of one build: each metric takes its best run
+    current_paths: tuple[str, ...]  # several runs of one build: each metric takes the run ``combine`` names
     timestamp_utc: str
     # what the comparison did about the runs' cards; None when neither run names its card (CPU runs)
     normalization: HostNormalization | None = None
+    # which of several runs gives each metric its cell: "best" or "median" (compare.COMBINE)
+    combine: str = "best"
 
     @property
     def failed_checks(self) -> tuple[Check, ...]:

@@ -125,8 +125,19 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
     status = esc(str(gate.get("status", "?")).upper())
     return (
         f"<h3>Gate: {status} (<code>{esc(label)}</code>, {esc(gate.get('timestamp_utc', '?'))})</h3>"
-        + sortable_table(head, rows)
+        + _runs_judged(gate) + sortable_table(head, rows)
     )
+
+
+def _runs_judged(gate: Mapping[str, Any]) -> str:
+    """Which runs the verdicts come from, when there were several (a confirmed GPU gate judges each metric
+    on its median of three runs, where this page's plots show the runs it was given)."""
+    runs = [str(path) for path in gate.get("current") or []]
+    if len(runs) < 2:
+        return ""
+    listed = ", ".join(f"<code>{esc(path)}</code>" for path in runs)
+    return (f'<p class="caption">Each metric is judged on its {esc(str(gate.get("combine", "best")))} run of '
+            f"{len(runs)}: {listed}; \"current ms\" is that run's value.</p>")
 
 
 def history_section(history: HistoryInput | None, baseline: Baseline | None, gate: Mapping[str, Any] | None,

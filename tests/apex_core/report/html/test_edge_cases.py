@@ -59,3 +59,19 @@ def test_an_interrupted_run_says_how_many_cells_were_planned() -> None:
     assert "planned: the run was interrupted before the rest started" in html
     complete = {**record, "status": "complete"}
     assert "before the rest started" not in render_html(ReportInputs(runs=(RunInput("run0", "c", complete),)))
+
+
+def test_a_gate_judged_on_several_runs_says_which_run_gave_each_verdict() -> None:
+    record = make_report(odd_cells())
+    gate = {"status": "pass", "timestamp_utc": "2026-11-29T00:00:00Z", "checks": [],
+            "current": ["apex-bench.json", "confirm2.json", "confirm3.json"], "combine": "median"}
+    html = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),), gate=gate,
+                                    gate_label="compare-summary.json"))
+    assert ("Each metric is judged on its median run of 3: <code>apex-bench.json</code>, "
+            "<code>confirm2.json</code>, <code>confirm3.json</code>") in html
+    # one run judged: nothing to say; a summary from before "combine" was recorded judged by the best
+    one = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
+                                   gate={**gate, "current": ["apex-bench.json"]}))
+    older = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
+                                     gate={k: v for k, v in gate.items() if k != "combine"}))
+    assert "Each metric is judged" not in one and "judged on its best run of 3" in older
