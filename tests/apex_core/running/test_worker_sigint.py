@@ -31,7 +31,12 @@ def test_a_worker_starts_with_sigint_blocked_and_drops_the_one_that_came_meanwhi
     parent, child = ctx.Pipe()
     process = ctx.Process(target=_report_mask_then_take_a_ctrl_c, args=(child,), daemon=True)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    start_shielded(process)
+    # a suite started in the background by a script inherits SIGINT ignored, and so would the child
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        start_shielded(process)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before  # the starting thread's mask is back
     assert parent.poll(60), "the child reported nothing"
     assert parent.recv() == (True, True, True, True)
