@@ -82,7 +82,7 @@ def trend_record(summary: CompareSummary) -> dict[str, Any]:
 
 def _paths(paths: tuple[str, ...], combine: str) -> str:
     text = ", ".join(f"`{p}`" for p in paths)
-    return text if len(paths) == 1 else f"{text} ({combine} run per metric)"
+    return text if len(paths) == 1 else f"{text} ({combine} run per timing metric)"
 
 
 def _ms(value: float | None) -> str:

@@ -183,9 +183,10 @@ def run_slots(slots: Sequence[Slot], book: CellBook, run_cell: RunCell) -> None:
 
 
 def stop(slots: Sequence[Slot], book: CellBook, threads: Sequence[DrivingThread]) -> None:
-    """Stop every slot: no new cells, and each running worker killed (with its helpers)."""
+    """Stop every slot: no new cells, each running worker killed (with its helpers), and no new worker
+    started (a slot between two cells would otherwise start one the run's teardown does not wait for)."""
     book.stopping.set()
-    kill_and_join([slot.pool for slot in slots], threads)
+    kill_and_join([slot.pool for slot in slots], threads, for_good=True)
 
 
 def retired_reason(slots: Sequence[Slot]) -> str:

@@ -44,8 +44,8 @@ class DrivingThread:
             self._done.set()
 
     def start(self) -> None:
-        self._started = True
         self._thread.start()
+        self._started = True  # after: a thread that could not start is not waited for
 
     def is_alive(self) -> bool:
         """True from ``start`` until the target has returned or raised."""

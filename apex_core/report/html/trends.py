@@ -132,12 +132,14 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
 def _runs_judged(gate: Mapping[str, Any]) -> str:
     """Which runs the verdicts come from, when there were several (a confirmed GPU gate judges each metric
     on its median of three runs, where this page's plots show the runs it was given)."""
-    runs = [str(path) for path in gate.get("current") or []]
+    current = gate.get("current")
+    runs = [str(path) for path in current] if isinstance(current, list) else []
     if len(runs) < 2:
         return ""
     listed = ", ".join(f"<code>{esc(path)}</code>" for path in runs)
-    return (f'<p class="caption">Each metric is judged on its {esc(str(gate.get("combine", "best")))} run of '
-            f"{len(runs)}: {listed}; \"current ms\" is that run's value.</p>")
+    return (f'<p class="caption">Each timing metric is judged on its {esc(str(gate.get("combine") or "best"))} '
+            f"run of {len(runs)}: {listed}; \"current ms\" is that run's value. Energy and error metrics "
+            "are judged on the first run that has them.</p>")
 
 
 def history_section(history: HistoryInput | None, baseline: Baseline | None, gate: Mapping[str, Any] | None,

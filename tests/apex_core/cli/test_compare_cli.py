@@ -94,12 +94,12 @@ def test_several_runs_give_each_metric_its_best(tmp_path, synthetic, capsys):
     assert _compare(tmp_path, baseline, [slow, source]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["current"] == [str(slow), str(source)] and summary["combine"] == "best"
-    assert "(best run per metric)" in (tmp_path / "compare.md").read_text()
+    assert "(best run per timing metric)" in (tmp_path / "compare.md").read_text()
     # the median of three runs, two of them slow: the summary and the Markdown name the rule it judged by
     assert _compare(tmp_path, baseline, [slow, source, slow], "--combine", "median") == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["combine"] == "median" and len(summary["current"]) == 3
-    assert "(median run per metric)" in (tmp_path / "compare.md").read_text()
+    assert "(median run per timing metric)" in (tmp_path / "compare.md").read_text()
 
 
 def _mutate(record, path, value):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 import types
 
 import pytest
@@ -140,3 +142,26 @@ def test_the_memory_a_cell_left_is_the_next_cells_starting_point(monkeypatch):
     reason, after = device_health.check_after_cell("cuda", 0.0)
     assert reason.startswith("the cell left 300 MB") and after == 300.0
     assert device_health.check_after_cell("cpu", None) == ("", None)
+
+
+def test_a_worker_discarded_by_two_threads_at_once_is_closed_once():
+    # a slot's thread discarding the worker that died under it while the run's main thread closes
+    # the pools: a second close of the pipe's descriptor could close another file by then
+    class SlowToClose:
+        def __init__(self) -> None:
+            self.closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+            time.sleep(0.2)  # the other thread comes in meanwhile
+
+    pool = WorkerPool()
+    conn, output = SlowToClose(), SlowToClose()
+    pool._conn, pool._output = conn, output
+    threads = [threading.Thread(target=pool._discard) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert (conn.closed, output.closed) == (1, 1)
+    assert (pool._conn, pool._output) == (None, None)

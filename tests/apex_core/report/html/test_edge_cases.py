@@ -67,11 +67,11 @@ def test_a_gate_judged_on_several_runs_says_which_run_gave_each_verdict() -> Non
             "current": ["apex-bench.json", "confirm2.json", "confirm3.json"], "combine": "median"}
     html = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),), gate=gate,
                                     gate_label="compare-summary.json"))
-    assert ("Each metric is judged on its median run of 3: <code>apex-bench.json</code>, "
+    assert ("Each timing metric is judged on its median run of 3: <code>apex-bench.json</code>, "
             "<code>confirm2.json</code>, <code>confirm3.json</code>") in html
     # one run judged: nothing to say; a summary from before "combine" was recorded judged by the best
     one = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
                                    gate={**gate, "current": ["apex-bench.json"]}))
     older = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
                                      gate={k: v for k, v in gate.items() if k != "combine"}))
-    assert "Each metric is judged" not in one and "judged on its best run of 3" in older
+    assert "is judged on its" not in one and "judged on its best run of 3" in older
