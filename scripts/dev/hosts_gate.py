@@ -9,7 +9,10 @@ planted slowdown (a failure is a catch); "scaled" is each triton report with eve
 statistic x1.05, a synthetic slowdown of every cell. Prints one line per baseline machine and kind.
 With --confirm a failed compare is judged again as scripts/gpu_gate_confirm.sh does: with two more
 runs of the same machine, each metric by its median run (``compare --combine median``).
-Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F] [--confirm]
+With --pooled each DIR in turn is held out instead: the baselines come from every other DIR's
+reports together (as a baseline promoted from several machines' runs) and only the held-out
+DIR's reports are compared; a DIR without spin reports gives and takes only the triton ones.
+Usage: python scripts/dev/hosts_gate.py DIR DIR [DIR ...] [--min-effect F] [--confirm] [--pooled]
 """
 
 from __future__ import annotations
@@ -71,15 +74,22 @@ def main() -> None:
     parser.add_argument("dirs", nargs="+", type=Path)
     parser.add_argument("--min-effect")
     parser.add_argument("--confirm", action="store_true", help="a failure judged again with two more runs")
+    parser.add_argument("--pooled", action="store_true", help="baselines from all DIRs but one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         for base_dir in args.dirs:
-            baselines = {kind: emit(sorted(base_dir.glob(f"{kind}*.json")),
-                                    Path(scratch) / f"{base_dir.name}-{kind}.json", args.min_effect)
-                         for kind in ("run", "spin")}
+            # the DIRs the baselines come from, and those compared against them
+            sources = [d for d in args.dirs if d != base_dir] if args.pooled else [base_dir]
+            compared = [base_dir] if args.pooled else [d for d in args.dirs if d != base_dir]
+            name = f"all but {base_dir.name}" if args.pooled else base_dir.name
+            baselines = {kind: emit(found, Path(scratch) / f"{base_dir.name}-{kind}.json", args.min_effect)
+                         for kind in ("run", "spin")
+                         if (found := sorted(r for d in sources for r in d.glob(f"{kind}[0-9]*.json")))}
             for kind, (label, reports, against) in KINDS.items():
+                if against not in baselines:
+                    continue
                 outcomes, ratios = [], []
-                for other in (d for d in args.dirs if d != base_dir):
+                for other in compared:
                     runs = sorted(other.glob(f"{reports}[0-9]*.json"))
                     if kind == "scaled":
                         runs = [scaled_copy(run, Path(scratch) / run.name) for run in runs]
@@ -92,10 +102,12 @@ def main() -> None:
                             outcome = compare(baselines[against], report, summary, more)[0] + "(confirmed)"
                         outcomes.append(f"{other.name}/{report.stem}:{outcome}")
                         ratios += found
+                if not outcomes:
+                    continue
                 fails = sum("FAIL" in o for o in outcomes)
                 spread = (f"p50 current/baseline {min(ratios):.3f}-{max(ratios):.3f}, "
                           f"median {statistics.median(ratios):.3f}") if ratios else "no p50 checks"
-                print(f"baseline {base_dir.name} ({kind}): {label}: {fails} of {len(outcomes)} failed; "
+                print(f"baseline {name} ({kind}): {label}: {fails} of {len(outcomes)} failed; "
                       f"{spread}  " + " ".join(outcomes))
 
 
