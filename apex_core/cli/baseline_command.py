@@ -10,8 +10,10 @@ from pathlib import Path
 from apex_core.baseline.emit import DEFAULT_ABS_MS, DEFAULT_MIN_EFFECT, DEFAULT_RATIOS, emit_baseline
 from apex_core.baseline.extra_metrics import EXTRA_METRICS, parse_metric_list
 from apex_core.baseline.io import SMALLEST_NORMAL, load_baseline, load_report, write_baseline
+from apex_core.baseline.model import Baseline
 from apex_core.baseline.promote import MIN_RUNS, MetricChange, PromotionRefused, promote
 from apex_core.cli.values import OneLineParser, number
+from apex_core.errors import plural
 from apex_core.files import check_writable
 
 # the baseline schema's bounds: beyond them a limit lets any slowdown pass
@@ -115,6 +117,15 @@ def _change_line(change: MetricChange) -> str:
     return f"  {change.metric}: {old} -> {new} ms  {what}"
 
 
+def _one_card_note(baseline: Baseline, runs: int) -> None:
+    """A GPU baseline whose runs all came from one card (its pooled fingerprint keeps the UUID) says so:
+    against a baseline from several machines' runs the gate across hosts held better (docs/baselines.md)."""
+    uuid = (baseline.fingerprint or {}).get("uuid")
+    if uuid:
+        print(f"apex-bench baseline: note: {plural(runs, 'run')}, all on one card ({uuid}); a gate on other "
+              "machines holds better against runs from several (docs/baselines.md, \"GPU baselines\")")
+
+
 def _promote(args: argparse.Namespace) -> int:
     output = Path(args.output or args.baseline)
     if not args.dry_run:
@@ -134,6 +145,7 @@ def _promote(args: argparse.Namespace) -> int:
         print(f"apex-bench baseline: dry run, {args.baseline} unchanged")
         return 0
     write_baseline(output, new)
+    _one_card_note(new, len(runs))
     print(f"apex-bench baseline: promoted {len(runs)} agreeing runs into {output} ({len(new.metrics)} metrics)")
     return 0
 
@@ -156,6 +168,7 @@ def main(argv: list[str]) -> int:
             print(f"apex-bench baseline: {report.path} is {report.status}; took its {len(cells)} ok cell(s): "
                   f"{', '.join(cells) or 'none'}")
     write_baseline(output, baseline)
+    _one_card_note(baseline, len(reports))
     print(f"apex-bench baseline: wrote {output} ({len(baseline.metrics)} metrics from "
           f"{len(reports)} report(s))")
     return 0

@@ -146,3 +146,20 @@ def test_the_promote_command_says_which_old_times_it_scaled(fast_baseline, capsy
     lines = [line for line in capsys.readouterr().out.splitlines() if "p50_ms" in line]
     scaled = "(the old time x1.042, scaled to the new runs' card)"
     assert len(lines) == 2 and all(scaled in line for line in lines)
+
+
+def test_a_baseline_from_one_card_says_runs_from_several_hold_better(capsys) -> None:
+    for i in range(3):
+        _loaded(gpu_report(two_cells(seed=500 + i), FAST_CARD), f"one-{i}")
+    _loaded(gpu_report(two_cells(seed=510), SLOW_CARD), "other")
+    one_card = ["one-0.json", "one-1.json", "one-2.json"]
+    assert baseline_main(["emit", "--from", *one_card, "--output", "one.json"]) == 0
+    assert "note: 3 runs, all on one card (GPU-fast); a gate on other machines holds better" in \
+        capsys.readouterr().out
+    # runs from two cards: the baseline keeps no card, and there is nothing to say
+    assert baseline_main(["emit", "--from", "one-0.json", "other.json", "--output", "two.json"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    # promote says it too: the runs that replace a baseline came from one card
+    assert baseline_main(["promote", "--baseline", "two.json", "--runs", *one_card,
+                          "--output", "promoted.json"]) == 0
+    assert "note: 3 runs, all on one card (GPU-fast)" in capsys.readouterr().out
