@@ -29,14 +29,6 @@ class DrivingThread:
         self._started = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    @property
-    def name(self) -> str:
-        return self._thread.name
-
-    @property
-    def ident(self) -> int | None:
-        return self._thread.ident
-
     def _run(self) -> None:
         try:
             self._target(*self._args)
