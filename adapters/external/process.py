@@ -85,7 +85,12 @@ def run_command(argv: Sequence[str], request: Path, *, cwd: str | None,
     copier = threading.Thread(target=_copy_lines, args=(process.stderr, stderr_lines), daemon=True)
     copier.start()
     assert process.stdout is not None
-    stdout = process.stdout.read()
-    returncode = process.wait()
+    try:
+        stdout = process.stdout.read()
+        returncode = process.wait()
+    except BaseException:  # a SIGTERM to the run alone (--inline) would leave the program running
+        process.kill()
+        process.wait()
+        raise
     copier.join()
     return Finished(returncode, stdout, "".join(stderr_lines), time.perf_counter() - started)

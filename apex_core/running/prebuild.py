@@ -84,12 +84,14 @@ class BuildAhead:
     ``cells`` are the run's cells in plan order (the objects its slots are handed);
     ``warmable[i]`` says whether cell ``i`` has a backend with the hook; ``spec(i)``
     builds its request; ``envs`` are the environments builders start with (one per GPU,
-    taken in turn: builders are shared by all the run's cards, like the caches).
+    taken in turn: builders are shared by all the run's cards, like the caches). ``run_stopping``
+    is the run's stop (``CellBook.stopping``): once set, a slot waiting for a build stops waiting.
     """
 
     def __init__(self, cells: Sequence[Any], warmable: Sequence[bool], spec: Callable[[int], CellSpec],
                  count: int, envs: Sequence[dict[str, str]], timeout_s: float, plugins: bytes = b"",
-                 make_pool: Callable[..., Any] = WorkerPool) -> None:
+                 make_pool: Callable[..., Any] = WorkerPool,
+                 run_stopping: threading.Event | None = None) -> None:
         self._index = {id(cell): i for i, cell in enumerate(cells)}  # slots hand over the cell object
         # no builders: no cell is anyone's to warm, and no cell's record changes
         self._state: dict[int, Any] = {i: _PENDING for i, ok in enumerate(warmable) if ok and count > 0}
@@ -98,6 +100,7 @@ class BuildAhead:
         self._timeout_s = timeout_s
         self._changed = threading.Condition()
         self._stopping = threading.Event()
+        self._run_stopping = run_stopping or threading.Event()
         self.pools = [make_pool(plugins, env=dict(envs[n % len(envs)]), niceness=BUILDER_NICENESS,
                                 name=f"apex-bench-builder-{n}") for n in range(count if self._order else 0)]
         self._threads = [DrivingThread(self._serve, pool, name=f"apex-bench-builder-{n}")
@@ -169,9 +172,11 @@ class BuildAhead:
         with self._changed:
             if index is None or index not in self._state:
                 return None
+            # a Ctrl-C stops the run before close() stops the builders: the slot must not wait out
+            # a build then, or the run's teardown would meet it still running
             while wait and self._state[index] == _RUNNING and not self._stopping.is_set() \
-                    and any(thread.is_alive() for thread in self._threads):
-                self._changed.wait(0.5)
+                    and not self._run_stopping.is_set() and any(thread.is_alive() for thread in self._threads):
+                self._changed.wait(0.1)
             outcome = self._state[index]
             self._state[index] = _CLAIMED
         if not isinstance(outcome, WarmResult):  # pending, or still running (not waited for)

@@ -106,7 +106,7 @@ def run_plan(
         ahead = BuildAhead(book.cells, warmable_cells(book.cells, registry, configure_failures),
                            lambda index: cell_spec(plan, book.cells[index]), build_workers,
                            [slot.env for slot in slots], plan.timeout_s,
-                           registry.in_memory_blob() if build_workers else b"")
+                           registry.in_memory_blob() if build_workers else b"", run_stopping=book.stopping)
         book.defer = ahead.building
         if measure_device_facts:
             # measured while the processes start; no slot takes a cell until they are in

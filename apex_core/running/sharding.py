@@ -168,9 +168,9 @@ def run_slots(slots: Sequence[Slot], book: CellBook, run_cell: RunCell) -> None:
 
     # not threading.Thread: its join, interrupted by the Ctrl-C, can mark a running slot ended
     threads = [DrivingThread(guarded, slot, name=f"apex-bench-{slot.label}") for slot in slots]
-    for thread in threads:
-        thread.start()
     try:
+        for thread in threads:  # a Ctrl-C among the starts stops those already started
+            thread.start()
         while any(thread.is_alive() for thread in threads):
             for thread in threads:
                 thread.join(JOIN_POLL_S)

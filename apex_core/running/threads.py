@@ -36,8 +36,14 @@ class DrivingThread:
             self._done.set()
 
     def start(self) -> None:
-        self._thread.start()
-        self._started = True  # after: a thread that could not start is not waited for
+        # before: a Ctrl-C inside Thread.start (it waits for the new thread to run) leaves a thread
+        # that runs and is waited for; one that could not start at all is not
+        self._started = True
+        try:
+            self._thread.start()
+        except RuntimeError:
+            self._started = False
+            raise
 
     def is_alive(self) -> bool:
         """True from ``start`` until the target has returned or raised."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 import types
 
 import pytest
@@ -21,9 +22,11 @@ from tests.apex_core.fakes import Axpy, Eager
 
 
 class GatedPool:
-    """A builder pool that warms a cell once the test opens ``gate`` (no process)."""
+    """A builder pool that warms a cell once the test opens ``gate`` (no process); ``warming`` is set
+    once it has taken one."""
 
     gate = threading.Event()
+    warming = threading.Event()
 
     def __init__(self, plugins, env, niceness, name):
         self.env, self.niceness, self.killed = env, niceness, False
@@ -32,6 +35,7 @@ class GatedPool:
         pass
 
     def warm(self, request, timeout_s):
+        self.warming.set()
         self.gate.wait(10)
         return WarmResult(WARMED, 0.25)
 
@@ -73,6 +77,26 @@ def test_a_cell_counts_as_building_until_its_builder_finishes_or_its_worker_clai
     assert not ahead.building(0)
     ahead.close()
     assert not ahead.building(2)  # the builders are gone: nothing is worth waiting for
+
+
+def test_a_slot_waiting_for_a_build_stops_waiting_when_the_run_stops():
+    # a Ctrl-C stops the run (CellBook.stopping) before close() stops the builders: a slot that
+    # waited the build out would outlive the wait for the slots and meet the run's teardown
+    cells = [object()]
+    GatedPool.gate.clear()
+    GatedPool.warming.clear()
+    run_stopping = threading.Event()
+    ahead = BuildAhead(cells, [True], lambda index: index, 1, [{}], 5.0, make_pool=GatedPool,
+                       run_stopping=run_stopping)
+    ahead.start()
+    assert GatedPool.warming.wait(10)  # the builder has taken the cell
+    threading.Timer(0.2, run_stopping.set).start()
+    started = time.perf_counter()
+    got = ahead.claim(cells[0])
+    assert time.perf_counter() - started < 2  # not the builder's 10 s
+    assert got.result.state == NOT_STARTED
+    GatedPool.gate.set()
+    ahead.close()
 
 
 def test_no_builders_no_process_and_no_record():
