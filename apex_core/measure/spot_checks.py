@@ -262,7 +262,10 @@ class SpotChecks:
 
     def lazy_problem(self, call: Callable[[], Any], sync: Callable[[], Any] = lambda: None) -> str:
         """Why the outputs look computed when read ("" when they do not): reading a spot call's
-        mapping was slow, and after timing every one of ``CONFIRM_ROUNDS`` calls read slowly too."""
+        mapping was slow, and after timing every one of ``CONFIRM_ROUNDS`` reads was slower than
+        the fastest of their calls. A host stall only adds time: the fastest call is the call's
+        cost, and one stalled call (the first after timing took 0.10-0.15 ms against 0.03-0.07 on
+        an H200) no longer clears a read that costs 0.6 ms."""
         if self.slow_read is None:
             return ""
         rounds = []
@@ -275,7 +278,7 @@ class SpotChecks:
             _ = {k: outputs[k] for k in outputs} if isinstance(outputs, Mapping) else outputs  # the read timed
             sync()
             rounds.append(((middle - start) / 1e6, (perf_counter_ns() - middle) / 1e6))
-        if not all(self._slow_read(read, call_ms) for call_ms, read in rounds):
+        if not self._slow_read(min(read for _, read in rounds), min(call_ms for call_ms, _ in rounds)):
             return ""
         read_ms, sample_ms = self.slow_read
         again = ", ".join(f"{read:.4g} against {call_ms:.4g}" for call_ms, read in rounds)
@@ -326,14 +329,17 @@ class SpotChecks:
 
     def _confirm(self, call: Callable[[], Any], sync: Callable[[], Any]) -> str:
         """``CONFIRM_ROUNDS`` new input sets written into the first placement, each call on one timed
-        and then the same call repeated; the evidence when every fresh call was much slower ("" if not)."""
+        and then the same call repeated; the evidence when every fresh call was much slower than the
+        repeats' median ("" if not)."""
         assert self.more_inputs is not None
         fresh_ms, repeat_ms = [], []
         for number in range(CONFIRM_ROUNDS):
             write_inputs_(self.slots[0], self.more_inputs(number))
             fresh_ms.append(_timed(call, sync))
             repeat_ms.append(_timed(call, sync))
-        if min(fresh_ms) <= max(FRESH_RATIO * max(repeat_ms), max(repeat_ms) + self.margins.fresh_ms):
+        # the repeats' median: one repeat stalled on the host must not clear the cache
+        repeated = statistics.median(repeat_ms)
+        if min(fresh_ms) <= max(FRESH_RATIO * repeated, repeated + self.margins.fresh_ms):
             return ""
         return (f"{CONFIRM_ROUNDS} calls on new inputs took {', '.join(f'{s:.4g}' for s in fresh_ms)} ms and "
                 f"the same calls repeated at once {', '.join(f'{s:.4g}' for s in repeat_ms)} ms")

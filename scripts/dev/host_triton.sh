@@ -9,17 +9,22 @@
 # second suite process to each round with those apex-bench arguments (e.g. "--placements 16"),
 # written as varN.json, so one set of machines compares a way of measuring with the default;
 # several lists separated by ";" add one process each, written as varJ-N.json (J from 1).
+# scripts/dev/host_pair.sh runs it on each card of a two-GPU machine at once (ENV_READY=1, the
+# card chosen by CUDA_VISIBLE_DEVICES, HOST_TMP its own scratch folder).
 #   [SPIN=1] [VARIANT="ARGS"] bash scripts/dev/host_triton.sh OUT [RUNS]
 dest=${1:?OUT folder}
 runs=${2:-2}
-out=/tmp/host  # packed into DEST/host.tgz at the end: only a few files come back from a call
-mkdir -p "$out"
-source scripts/gpu_env.sh >"$out/env.txt" 2>&1
-[ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+out=${HOST_TMP:-/tmp/host}  # packed into DEST/host.tgz at the end: only a few files come back from a call
+mkdir -p "$out" "$dest"
+if [ "${ENV_READY:-0}" != 1 ]; then
+    source scripts/gpu_env.sh >"$out/env.txt" 2>&1
+    [ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
+fi
 spin=(--workloads test-spin-pair --backends test-working --no-energy)
 # the built-in workloads by name: with SPIN=1 the test plugin is installed and would join the suite
 suite=(--workloads fusiongate,tile-stage1,tilepack,tilessm-scan,tileunpack,ff-infer)
-nvidia-smi --query-gpu=name,uuid,pci.bus_id,clocks.max.sm,temperature.gpu --format=csv >>"$out/env.txt"
+nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} \
+    --query-gpu=name,uuid,pci.bus_id,clocks.max.sm,temperature.gpu --format=csv >>"$out/env.txt"
 for r in $(seq 1 "$runs"); do
     start=$(date +%s)
     timeout 240 apex-bench --quiet --no-history --device cuda "${suite[@]}" --backends triton --dtype fp16 \

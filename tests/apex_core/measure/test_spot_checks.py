@@ -242,3 +242,81 @@ def test_the_cells_own_inputs_are_kept_only_for_several_cuda_placements():
     spot, _ = module.for_cell(workload, case, "fp32", "cpu", 10, [inputs, dict(inputs)],
                               lambda seed: workload.make_inputs(case, "cpu", torch.float32, seed), 3)
     assert spot is not None and spot.own is None  # the CPU keeps its one placement's set
+
+
+class _Clock:
+    """perf_counter_ns for the confirmations: advanced by the fake call and by reading its outputs."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self):
+        return self.ns
+
+    def spend(self, ms):
+        self.ns += int(ms * 1e6)
+
+
+class _ReadCosts(dict):
+    """A mapping of another type whose read costs ``read_ms`` on the clock (computed when read)."""
+
+    def __init__(self, clock, read_ms):
+        super().__init__(y=torch.zeros(1))
+        self.clock, self.read_ms = clock, read_ms
+
+    def __getitem__(self, name):
+        self.clock.spend(self.read_ms)
+        return super().__getitem__(name)
+
+
+def _costed_call(clock, call_ms, read_ms):
+    """A call whose n-th invocation costs call_ms[n] on the clock; its outputs cost read_ms to read."""
+    costs = iter(call_ms)
+
+    def call():
+        clock.spend(next(costs))
+        return _ReadCosts(clock, read_ms)
+
+    return call
+
+
+@pytest.mark.parametrize(("call_ms", "read_ms", "caught"), [
+    ((0.006, 0.006, 0.006), 0.6, True),
+    # the first call after timing stalled on the host: the fastest call is still the call's cost
+    ((0.8, 0.04, 0.04), 0.6, True),
+    ((0.006, 0.006, 0.006), 0.01, False),  # a read as cheap as the call: nothing computed when read
+])
+def test_outputs_computed_when_read_are_confirmed_against_the_fastest_call(monkeypatch, call_ms, read_ms,
+                                                                            caught):
+    from apex_core.measure import spot_checks as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "perf_counter_ns", clock)
+    spot = spot_checks([{"x": torch.zeros(4)}])
+    spot.margins = module.MARGINS["cuda"]
+    spot.slow_read = (0.6, 0.006)  # a spot call's read during timing was slow
+    found = spot.lazy_problem(_costed_call(clock, call_ms, read_ms))
+    assert ("its outputs are computed when they are read" in found) is caught
+
+
+def test_a_lazy_read_during_timing_alone_is_no_finding(monkeypatch):
+    spot = spot_checks([{"x": torch.zeros(4)}])
+    assert spot.lazy_problem(lambda: {"y": torch.zeros(1)}) == ""  # no slow read to confirm
+
+
+@pytest.mark.parametrize(("repeat_ms", "caught"), [
+    ((0.005, 0.005, 0.005), True),
+    ((0.9, 0.005, 0.005), True),  # one repeat stalled on the host: the cache still shows
+    ((0.5, 0.5, 0.5), False),  # fresh and repeated calls alike: no cache
+])
+def test_a_cache_is_confirmed_against_the_repeats_median(monkeypatch, repeat_ms, caught):
+    from apex_core.measure import spot_checks as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "perf_counter_ns", clock)
+    spot = spot_checks([{"x": torch.zeros(4)}])
+    spot.margins = module.MARGINS["cuda"]
+    spot.more_inputs = lambda number: {"x": torch.full((4,), 10.0 + number)}
+    costs = iter([ms for repeat in repeat_ms for ms in (0.5, repeat)])  # each round: fresh, then repeated
+    found = spot._confirm(lambda: clock.spend(next(costs)), lambda: None)
+    assert bool(found) is caught
