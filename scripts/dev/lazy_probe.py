@@ -5,6 +5,7 @@ with SpotChecks' read timing and its confirmation printed. On a GPU machine, tes
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -22,7 +23,8 @@ def slow(self, read_ms, call_ms):
 
 
 def read_in_time(self, index, sample_ms):
-    print(f"  read_in_time sample {index} ({sample_ms:.4g} ms), read recorded: {self.read is not None}", flush=True)
+    recorded = self.read is not None
+    print(f"  read_in_time sample {index} ({sample_ms:.4g} ms), read recorded: {recorded}", flush=True)
     return real_read(self, index, sample_ms)
 
 
@@ -36,8 +38,7 @@ spot_checks.SpotChecks._read_in_time = read_in_time
 spot_checks.SpotChecks.keep = keep
 for round_ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 2):
     print(f"round {round_}", flush=True)
-    main(["--device", os.environ.get("DEVICE", "cuda"), "--workloads", "test-scale", "--backends", "cheat-lazy-mapping", "--inline",
-          "--quiet", "--no-history", "--output-json", f"/tmp/lazy{round_}.json"])
-    import json
+    main(["--device", os.environ.get("DEVICE", "cuda"), "--workloads", "test-scale", "--backends",
+          "cheat-lazy-mapping", "--inline", "--quiet", "--no-history", "--output-json", f"/tmp/lazy{round_}.json"])
     cell = json.load(open(f"/tmp/lazy{round_}.json"))["benchmarks"][0]
     print(f"  -> {cell['status']}: {cell['reason'][:200]}", flush=True)
