@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from apex_core.cli.main import main
 from apex_core.measure import spot_checks
@@ -38,7 +39,8 @@ spot_checks.SpotChecks._read_in_time = read_in_time
 spot_checks.SpotChecks.keep = keep
 for round_ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 2):
     print(f"round {round_}", flush=True)
+    report = Path(f"/tmp/lazy{round_}.json")
     main(["--device", os.environ.get("DEVICE", "cuda"), "--workloads", "test-scale", "--backends",
-          "cheat-lazy-mapping", "--inline", "--quiet", "--no-history", "--output-json", f"/tmp/lazy{round_}.json"])
-    cell = json.load(open(f"/tmp/lazy{round_}.json"))["benchmarks"][0]
+          "cheat-lazy-mapping", "--inline", "--quiet", "--no-history", "--output-json", str(report)])
+    cell = json.loads(report.read_text())["benchmarks"][0]
     print(f"  -> {cell['status']}: {cell['reason'][:200]}", flush=True)
