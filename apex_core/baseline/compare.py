@@ -15,6 +15,7 @@ or metrics emitted without one) only the cap gates, and the verdict is shown bes
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from apex_core.baseline.model import (
     Verdict,
     metric_stat,
 )
+from apex_core.baseline.normalize import NEAR_FLOOR
 from apex_core.baseline.verdict import CONFIDENCE, judge, metric_seed
 from apex_core.measure.host_load import contended
 
@@ -56,6 +58,11 @@ REFUSED_ON_CPU = ("cpu_count",)
 # Software versions are what the gate exists to judge (a torch upgrade that slows a
 # kernel is a regression to catch, not a reason to refuse): noted, never refused.
 NOTED_FIELDS = ("torch", "triton", "tensorrt", "driver")
+# A timer floor a quarter off the baseline's is another kind of machine: the cells' floors read
+# 2.89-3.41 us on six one-GPU H200 machines and 4.27-4.61 us on a two-GPU H200 machine, where cells
+# within twice the floor read up to 24 % slower net of it and longer ones alike (docs/perf.md,
+# 2026-11-29). The subtraction does not carry such cells between the two.
+FLOOR_MISMATCH = 0.25
 
 
 def _normalized(value: Any) -> Any:
@@ -120,11 +127,49 @@ def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
             status, failed_by = FAIL, FAILED_BY_RULE
             reason = (f"slower with confidence: the {rule.confidence:.0%} interval of the ratio "
                       f"[{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] lies above 1 + {rule.min_effect:.1%}")
+        if status == FAIL and (note := floor_note(limit, cell, current)):
+            reason = f"{reason}; {note}"
     return Check(metric=name, status=status, baseline_ms=limit.value_ms,
                  allowed_max_ms=limit.allowed_max_ms, current_ms=current,
                  regression_ratio=None if current is None else current / limit.value_ms - 1.0,
                  verdict=verdict, reason=reason, rule=rule, failed_by=failed_by,
                  contention=contention_text(cell.host_load) if status == FAIL and cell is not None else "")
+
+
+def _floors(limit: MetricLimit, cell: ReportCell | None) -> tuple[float, float] | None:
+    """(baseline, current) timer floors in ms, where both were subtracted."""
+    if cell is None or not limit.timer_floor_ms or not cell.timer_floor_ms:
+        return None
+    return limit.timer_floor_ms, cell.timer_floor_ms
+
+
+def _mismatched(baseline_ms: float, current_ms: float) -> bool:
+    return abs(current_ms / baseline_ms - 1.0) > FLOOR_MISMATCH
+
+
+def floor_note(limit: MetricLimit, cell: ReportCell | None, current_ms: float | None) -> str:
+    """Why a failure of a cell near the timer's floor may be the machine's: the floor there differs
+    from the baseline's by more than ``FLOOR_MISMATCH`` ("" otherwise)."""
+    floors = _floors(limit, cell)
+    if floors is None or current_ms is None or not _mismatched(*floors) or current_ms >= NEAR_FLOOR * floors[1]:
+        return ""
+    return (f"the timer's floor was {floors[1] * 1e3:.3g} us here and {floors[0] * 1e3:.3g} us in the "
+            f"baseline's runs: a cell within {NEAR_FLOOR:g}x of it is not comparable between the two machines "
+            "(docs/baselines.md, \"Another kind of machine\")")
+
+
+def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, ReportCell]) -> str:
+    """The run's timer floor against the baseline's (medians over the cells with both), when they
+    differ by more than ``FLOOR_MISMATCH``; "" otherwise."""
+    pairs = [f for name, limit in limits.items() if (f := _floors(limit, cells.get(name))) is not None]
+    if not pairs:
+        return ""
+    baseline_ms, current_ms = (statistics.median(side) for side in zip(*pairs, strict=True))
+    if not _mismatched(baseline_ms, current_ms):
+        return ""
+    return (f"timer floor: baseline {baseline_ms * 1e3:.3g} us, current {current_ms * 1e3:.3g} us "
+            f"(medians over {len(pairs)} cells): cells within {NEAR_FLOOR:g}x of it are not comparable "
+            "between the two machines (docs/baselines.md, \"Another kind of machine\")")
 
 
 def contention_text(load: Any) -> str:
@@ -215,6 +260,8 @@ def compare(baseline: Baseline, baseline_path: Path | str,
     scaled, scalings, normalization = normalized_baseline(
         baseline, cells, {name: origin[id(cell)].fingerprint for name, cell in cells.items()},
         enabled=normalize)
+    if floors := floor_difference(baseline.metrics, cells):
+        differences.append(floors)
     checks = tuple(attrs.evolve(check_metric(name, limit, cells.get(name), scaled.samples_for(name)),
                                 scaling=scalings.get(name))
                    for name, limit in scaled.metrics.items())

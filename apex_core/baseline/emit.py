@@ -158,6 +158,7 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
         ratio, end_to_end = ratios[stat]
         # A cell's samples are stored once, on its first metric; its other metrics read them there.
         first = stat == next(iter(ratios))
+        floors = [c.timer_floor_ms for c in cells if c.timer_floor_ms is not None]
         metrics[name] = MetricLimit(
             # below the nanosecond a baseline stores (0 for a kernel at the timer's floor): the
             # resolution itself, so the limit stays a positive time and the ratio finite
@@ -165,7 +166,8 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
             max_regression_ratio=end_to_end if typical.workload in END_TO_END_WORKLOADS else ratio,
             max_regression_abs_ms=abs_ms,
             samples_ms=stored_samples(name, typical.samples_ms) if first else (),
-            rule=gate_rule(stat, values, min_effects))
+            rule=gate_rule(stat, values, min_effects),
+            timer_floor_ms=statistics.median(floors) if floors else None)
     return metrics
 
 

@@ -208,7 +208,7 @@ def load_baseline(path: Path | str) -> Baseline:
                           max_regression_ratio=float(m["max_regression_ratio"]),
                           max_regression_abs_ms=float(m["max_regression_abs_ms"]),
                           samples_ms=tuple(float(s) for s in m.get("samples_ms", ())),
-                          rule=_gate_rule(m.get("gate_rule")))
+                          rule=_gate_rule(m.get("gate_rule")), timer_floor_ms=m.get("timer_floor_ms"))
         for name, m in record["metrics"].items()
     }
     extras = {name: ExtraLimit(value=float(m["value"]), better=m["better"],
@@ -291,6 +291,8 @@ def baseline_record(baseline: Baseline) -> dict[str, Any]:
             entry["gate_rule"] = gate_rule_record(limit.rule)
         if limit.samples_ms:
             entry["samples_ms"] = [_round_ms(s) for s in limit.samples_ms]
+        if limit.timer_floor_ms is not None:
+            entry["timer_floor_ms"] = _round_ms(limit.timer_floor_ms)
         metrics[name] = entry
     record: dict[str, Any] = {
         "schema_version": baseline.schema_version,

@@ -60,6 +60,9 @@ class MetricLimit:
     max_regression_abs_ms: float
     samples_ms: tuple[float, ...] = ()
     rule: GateRule | None = None
+    # the timer's floor the runs subtracted from this cell (their median), where they did: a run
+    # whose floor differs much cannot be compared on cells near it (compare.floor_note)
+    timer_floor_ms: float | None = None
 
     @property
     def allowed_max_ms(self) -> float:
