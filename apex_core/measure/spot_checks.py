@@ -264,7 +264,7 @@ class SpotChecks:
         """Why the outputs look computed when read ("" when they do not): reading a spot call's
         mapping was slow, and after timing every one of ``CONFIRM_ROUNDS`` reads was slower than
         the fastest of their calls. A host stall only adds time: the fastest call is the call's
-        cost, and one stalled call (the first after timing took 0.10-0.15 ms against 0.03-0.07 on
+        cost, and one stalled call (the first after timing took 0.09-0.15 ms against 0.03-0.14 on
         an H200) no longer clears a read that costs 0.6 ms."""
         if self.slow_read is None:
             return ""
