@@ -125,8 +125,18 @@ def gate_table(gate: Mapping[str, Any], label: str) -> str:
     status = esc(str(gate.get("status", "?")).upper())
     return (
         f"<h3>Gate: {status} (<code>{esc(label)}</code>, {esc(gate.get('timestamp_utc', '?'))})</h3>"
-        + _runs_judged(gate) + sortable_table(head, rows)
+        + _runs_judged(gate) + _differences(gate) + sortable_table(head, rows)
     )
+
+
+def _differences(gate: Mapping[str, Any]) -> str:
+    """What differed between the baseline's environment and the run's (a torch version, another
+    kind of machine's timer floor): the verdicts below are read with it."""
+    found = [str(d) for d in gate.get("environment_differences") or []]
+    if not found:
+        return ""
+    items = "".join(f"<li>{esc(d)}</li>" for d in found)
+    return f'<p class="caption">The environment differs from the baseline\'s:</p><ul>{items}</ul>'
 
 
 def _runs_judged(gate: Mapping[str, Any]) -> str:

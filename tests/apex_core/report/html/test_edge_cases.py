@@ -75,3 +75,18 @@ def test_a_gate_judged_on_several_runs_says_which_run_gave_each_verdict() -> Non
     older = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
                                      gate={k: v for k, v in gate.items() if k != "combine"}))
     assert "is judged on its" not in one and "judged on its best run of 3" in older
+
+
+def test_a_gate_says_where_the_environment_differed_from_the_baselines() -> None:
+    record = make_report(odd_cells())
+    floor = ("timer floor: baseline 2.98 us, current 4.35 us (medians over 20 cells): cells within 2x of it "
+             "are not comparable between the two machines")
+    gate = {"status": "fail", "timestamp_utc": "2026-11-29T00:00:00Z", "checks": [],
+            "environment_differences": [floor, "torch: baseline '2.10', current '2.11'"]}
+    html = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),), gate=gate,
+                                    gate_label="compare-summary.json"))
+    assert "The environment differs from the baseline's:" in html
+    assert "<li>timer floor: baseline 2.98 us, current 4.35 us" in html and "torch: baseline" in html
+    same = render_html(ReportInputs(runs=(RunInput("run0", "apex-bench.json", record),),
+                                    gate={**gate, "environment_differences": []}))
+    assert "The environment differs" not in same
