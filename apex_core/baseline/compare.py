@@ -60,7 +60,7 @@ REFUSED_ON_CPU = ("cpu_count",)
 NOTED_FIELDS = ("torch", "triton", "tensorrt", "driver")
 # A timer floor a quarter off the baseline's is another kind of machine: the cells' floors read
 # 2.89-3.41 us on six one-GPU H200 machines and 4.27-4.64 us on a two-GPU H200 machine, where cells
-# within twice the floor read up to 24 % slower net of it and longer ones alike (docs/perf.md,
+# within twice the floor read up to 30 % slower net of it, and ff-infer (58 us) up to 4 % (docs/perf.md,
 # 2026-11-29). The subtraction does not carry such cells between the two.
 FLOOR_MISMATCH = 0.25
 
