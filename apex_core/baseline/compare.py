@@ -127,8 +127,6 @@ def check_metric(name: str, limit: MetricLimit, cell: ReportCell | None,
             status, failed_by = FAIL, FAILED_BY_RULE
             reason = (f"slower with confidence: the {rule.confidence:.0%} interval of the ratio "
                       f"[{verdict.ci_low:.3f}, {verdict.ci_high:.3f}] lies above 1 + {rule.min_effect:.1%}")
-        if status == FAIL and (note := floor_note(limit, cell, current)):
-            reason = f"{reason}; {note}"
     return Check(metric=name, status=status, baseline_ms=limit.value_ms,
                  allowed_max_ms=limit.allowed_max_ms, current_ms=current,
                  regression_ratio=None if current is None else current / limit.value_ms - 1.0,
@@ -144,32 +142,37 @@ def _floors(limit: MetricLimit, cell: ReportCell | None) -> tuple[float, float] 
 
 
 def _mismatched(baseline_ms: float, current_ms: float) -> bool:
-    return abs(current_ms / baseline_ms - 1.0) > FLOOR_MISMATCH
-
-
-def floor_note(limit: MetricLimit, cell: ReportCell | None, current_ms: float | None) -> str:
-    """Why a failure of a cell near the timer's floor may be the machine's: the floor there differs
-    from the baseline's by more than ``FLOOR_MISMATCH`` ("" otherwise)."""
-    floors = _floors(limit, cell)
-    if floors is None or current_ms is None or not _mismatched(*floors) or current_ms >= NEAR_FLOOR * floors[1]:
-        return ""
-    return (f"the timer's floor was {floors[1] * 1e3:.3g} us here and {floors[0] * 1e3:.3g} us in the "
-            f"baseline's runs: a cell within {NEAR_FLOOR:g}x of it is not comparable between the two machines "
-            "(docs/baselines.md, \"Another kind of machine\")")
+    """The larger floor more than ``FLOOR_MISMATCH`` above the smaller, whichever run it is."""
+    return max(baseline_ms, current_ms) / min(baseline_ms, current_ms) - 1.0 > FLOOR_MISMATCH
 
 
 def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, ReportCell]) -> str:
     """The run's timer floor against the baseline's (medians over the cells with both), when they
     differ by more than ``FLOOR_MISMATCH``; "" otherwise."""
-    pairs = [f for name, limit in limits.items() if (f := _floors(limit, cells.get(name))) is not None]
+    # one pair per cell: its p50 and p95 metrics share the cell and its floor
+    pairs = {name.rsplit("/", 1)[0]: f for name, limit in limits.items()
+             if (f := _floors(limit, cells.get(name))) is not None}
     if not pairs:
         return ""
-    baseline_ms, current_ms = (statistics.median(side) for side in zip(*pairs, strict=True))
+    baseline_ms, current_ms = (statistics.median(side) for side in zip(*pairs.values(), strict=True))
     if not _mismatched(baseline_ms, current_ms):
         return ""
     return (f"timer floor: baseline {baseline_ms * 1e3:.3g} us, current {current_ms * 1e3:.3g} us "
             f"(medians over {len(pairs)} cells): cells within {NEAR_FLOOR:g}x of it are not comparable "
             "between the two machines (docs/baselines.md, \"Another kind of machine\")")
+
+
+def with_floor_note(check: Check, limit: MetricLimit, cell: ReportCell | None) -> Check:
+    """A failed check of a cell whose p50 is within ``NEAR_FLOOR`` times its timer floor, with why
+    that may be the machine's; for a run whose floor differs from the baseline's (``floor_difference``)."""
+    floors = _floors(limit, cell)
+    p50 = cell.stats_ms.get("p50_ms") if cell is not None and cell.status == "ok" else None
+    if check.status != FAIL or floors is None or p50 is None or p50 >= NEAR_FLOOR * floors[1]:
+        return check
+    note = (f"the timer's floor was {floors[1] * 1e3:.3g} us here and {floors[0] * 1e3:.3g} us in the "
+            f"baseline's runs: a cell within {NEAR_FLOOR:g}x of it is not comparable between the two machines "
+            "(docs/baselines.md, \"Another kind of machine\")")
+    return attrs.evolve(check, reason=f"{check.reason}; {note}")
 
 
 def contention_text(load: Any) -> str:
@@ -260,11 +263,12 @@ def compare(baseline: Baseline, baseline_path: Path | str,
     scaled, scalings, normalization = normalized_baseline(
         baseline, cells, {name: origin[id(cell)].fingerprint for name, cell in cells.items()},
         enabled=normalize)
-    if floors := floor_difference(baseline.metrics, cells):
-        differences.append(floors)
     checks = tuple(attrs.evolve(check_metric(name, limit, cells.get(name), scaled.samples_for(name)),
                                 scaling=scalings.get(name))
                    for name, limit in scaled.metrics.items())
+    if floors := floor_difference(baseline.metrics, cells):
+        differences.append(floors)
+        checks = tuple(with_floor_note(c, baseline.metrics[c.metric], cells.get(c.metric)) for c in checks)
     if baseline.extra_metrics:
         # one value per run and no best-of rule: the cell of the first report that has it
         extra_cells = {cell.metric(kind): cell for report in reversed(reports) for cell in report.cells

@@ -3,11 +3,12 @@
 # in fp16 under the event timer (default) and the kernel timer (--timer kernel), on each card
 # alone and, on a two-GPU machine, on both cards at once (the two processes share the host).
 # Reports KIND-cC-TIMER.json (KIND: alone, both; C the card) in OUT/kind.tgz; compare with
-# python scripts/dev/host_kind.py DIR [DIR ...].
+# python scripts/dev/p50_table.py DIR (the .tgz unpacked into DIR).
 #   bash scripts/dev/host_kind.sh OUT
 dest=${1:?OUT folder}
 out=/tmp/kind
-mkdir -p "$out" "$dest"
+rm -rf "$out"; mkdir -p "$out" "$dest"  # a warm machine keeps /tmp: no report of an earlier call
+export CUDA_DEVICE_ORDER=PCI_BUS_ID  # CUDA's card numbers as nvidia-smi's, so env.txt names the card measured
 source scripts/gpu_env.sh >"$out/env.txt" 2>&1
 nvidia-smi --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.max.sm,power.limit,temperature.gpu \
     --format=csv >>"$out/env.txt"

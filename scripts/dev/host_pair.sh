@@ -6,6 +6,8 @@
 dest=${1:?OUT folder}
 runs=${2:-2}
 mkdir -p "$dest"
+cards=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+[ "$cards" -ge 2 ] || { echo "host_pair.sh: $cards card(s) here, 2 needed" >&2; exit 2; }
 source scripts/gpu_env.sh >"$dest/env.txt" 2>&1
 [ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null
 for card in 0 1; do

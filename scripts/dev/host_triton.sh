@@ -15,7 +15,8 @@
 dest=${1:?OUT folder}
 runs=${2:-2}
 out=${HOST_TMP:-/tmp/host}  # packed into DEST/host.tgz at the end: only a few files come back from a call
-mkdir -p "$out" "$dest"
+rm -rf "$out"; mkdir -p "$out" "$dest"  # a warm machine keeps /tmp: no report of an earlier call
+export CUDA_DEVICE_ORDER=PCI_BUS_ID  # CUDA's card numbers as nvidia-smi's, so env.txt names the card measured
 if [ "${ENV_READY:-0}" != 1 ]; then
     source scripts/gpu_env.sh >"$out/env.txt" 2>&1
     [ "${SPIN:-0}" = 1 ] && python3 -m pip install -q --no-deps --no-build-isolation -e tests/plugins >/dev/null

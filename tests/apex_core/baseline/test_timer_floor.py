@@ -55,7 +55,7 @@ def test_another_kind_of_machine_is_named_and_its_short_cells_failures_explained
     summary = compare(baseline, "base.json", _run("other", 0.0044, short_ms=0.0039, long_ms=0.078))
     assert summary.status == "fail"
     (difference,) = [d for d in summary.environment_differences if d.startswith("timer floor")]
-    assert "baseline 2.96 us, current 4.4 us (medians over 4 cells)" in difference
+    assert "baseline 2.96 us, current 4.4 us (medians over 2 cells)" in difference
     failed = {c.metric: c.reason for c in summary.failed_checks}
     assert "the timer's floor was 4.4 us here and 2.96 us in the baseline's runs" in failed[SHORT]
     # a cell far above the floor is judged as ever: its failure says nothing of the floor
@@ -68,3 +68,24 @@ def test_the_same_kind_of_machine_says_nothing_of_the_floor(baseline) -> None:
     assert summary.status == "fail"  # a real 30 % slowdown is still one
     assert not any("timer floor" in d for d in summary.environment_differences)
     assert "floor" not in next(c for c in summary.failed_checks if c.metric == SHORT).reason
+
+
+@pytest.mark.parametrize(("floor_ms", "named"), [
+    (0.00296 * 1.20, False), (0.00296 / 1.20, False),  # within a quarter, either way
+    (0.00296 * 1.30, True), (0.00296 / 1.30, True),  # a quarter and more: a higher or a lower floor
+    (0.0, False),  # no floor subtracted (a CPU-like cell): nothing to compare
+])
+def test_a_floor_is_another_machines_beyond_a_quarter_either_way(baseline, floor_ms, named) -> None:
+    summary = compare(baseline, "base.json", _run("other", floor_ms, short_ms=0.0039))
+    assert any(d.startswith("timer floor") for d in summary.environment_differences) is named
+    short = next(c for c in summary.failed_checks if c.metric == SHORT)
+    assert ("not comparable between the two machines" in short.reason) is named
+
+
+def test_a_confirmed_gate_names_the_floor_of_the_runs_it_judged(baseline) -> None:
+    runs = [_run(f"confirm-{i}", 0.0044, short_ms=0.0039, seed=10 * i) for i in range(3)]
+    summary = compare(baseline, "base.json", runs, combine="median")
+    named = "timer floor: baseline 2.96 us, current 4.4 us"
+    assert any(d.startswith(named) for d in summary.environment_differences)
+    short = next(c for c in summary.failed_checks if c.metric == SHORT)
+    assert "the timer's floor was 4.4 us here" in short.reason
