@@ -292,6 +292,8 @@ def _run_steps(workload: Workload, backend: Backend, case: Case, spec: CellSpec,
     record["findings"] += [*integrity.stage_findings("timing"), *found]
     if profiler_error:
         record["metadata"]["integrity_profiler"] = profiler_error
+    if spot is not None and spot.unconfirmed:  # kept: a cheat the confirmation missed can be read back
+        record["metadata"]["integrity_unconfirmed"] = list(spot.unconfirmed)
     try:
         work = prepared.work if prepared.work is not None else work_of(workload, case, spec.dtype)
     except Exception as exc:

@@ -143,6 +143,7 @@ class SpotChecks:
         # new inputs (no reference) by number, for the confirmation of a cache (made only then)
         self.more_inputs: Callable[[int], Mapping[str, torch.Tensor]] | None = None
         self.slow_read: tuple[float, float] | None = None  # a spot call's read and call ms, to confirm
+        self.unconfirmed: list[str] = []  # what looked like a cheat in timing and was cleared after it
         # seconds the checks took inside the sampling loop: the timers leave them out of the time
         # the stop rule sees, or at a large size (inputs of a GB) they would eat the cell's budget
         self.spent_s = 0.0
@@ -278,13 +279,15 @@ class SpotChecks:
             _ = {k: outputs[k] for k in outputs} if isinstance(outputs, Mapping) else outputs  # the read timed
             sync()
             rounds.append(((middle - start) / 1e6, (perf_counter_ns() - middle) / 1e6))
-        if not self._slow_read(min(read for _, read in rounds), min(call_ms for call_ms, _ in rounds)):
-            return ""
         read_ms, sample_ms = self.slow_read
         again = ", ".join(f"{read:.4g} against {call_ms:.4g}" for call_ms, read in rounds)
-        return (f"reading the outputs of a timed call took {read_ms:.4g} ms, the call itself "
-                f"{sample_ms:.4g} ms (after timing, ms: {again}): its outputs are computed when they are "
-                "read, after the timed call; return a dict of computed tensors")
+        seen = (f"reading the outputs of a timed call took {read_ms:.4g} ms, the call itself "
+                f"{sample_ms:.4g} ms (after timing, ms: {again})")
+        if not self._slow_read(min(read for _, read in rounds), min(call_ms for call_ms, _ in rounds)):
+            self.unconfirmed.append(f"{seen}: not confirmed")
+            return ""
+        return f"{seen}: its outputs are computed when they are read, after the timed call; return a dict of " \
+               "computed tensors"
 
     def finish(self, outputs: Any, slot: int | None = None) -> None:
         """After the last sample: its outputs and its inputs against the set last written there."""
@@ -320,11 +323,13 @@ class SpotChecks:
         if low <= FRESH_RATIO * p50 or low - p50 <= self.margins.fresh_ms:
             return ""
         confirmed = self._confirm(call, sync) if call is not None and self.more_inputs is not None else ""
-        if not confirmed:
-            return ""
         times = ", ".join(f"{s:.4g}" for s in fresh)
-        return (f"its {len(fresh)} timed calls on freshly written inputs took {times} ms, the others p50 "
-                f"{p50:.4g} ms; after timing, {confirmed}: calls on inputs it has seen are answered without "
+        seen = f"its {len(fresh)} timed calls on freshly written inputs took {times} ms, the others p50 " \
+               f"{p50:.4g} ms"
+        if not confirmed:
+            self.unconfirmed.append(f"{seen}: not confirmed after timing")
+            return ""
+        return (f"{seen}; after timing, {confirmed}: calls on inputs it has seen are answered without "
                 "the work (a cache keyed on the input values or versions)")
 
     def _confirm(self, call: Callable[[], Any], sync: Callable[[], Any]) -> str:

@@ -297,6 +297,11 @@ def test_outputs_computed_when_read_are_confirmed_against_the_fastest_call(monke
     spot.slow_read = (0.6, 0.006)  # a spot call's read during timing was slow
     found = spot.lazy_problem(_costed_call(clock, call_ms, read_ms))
     assert ("its outputs are computed when they are read" in found) is caught
+    # a slow read the confirmation cleared is kept for the cell's metadata (integrity_unconfirmed)
+    kept = [] if caught else ["reading the outputs of a timed call took 0.6 ms, the call itself 0.006 ms "
+                              "(after timing, ms: 0.01 against 0.006, 0.01 against 0.006, 0.01 against 0.006): "
+                              "not confirmed"]
+    assert spot.unconfirmed == kept
 
 
 def test_slow_reads_after_timing_alone_are_no_finding(monkeypatch):
@@ -326,3 +331,19 @@ def test_a_cache_is_confirmed_against_the_repeats_median(monkeypatch, repeat_ms,
     costs = iter([ms for repeat in repeat_ms for ms in (0.5, repeat)])  # each round: fresh, then repeated
     found = spot._confirm(lambda: clock.spend(next(costs)), lambda: None)
     assert bool(found) is caught
+
+
+def test_fresh_calls_slow_in_timing_and_not_after_are_kept_as_unconfirmed(monkeypatch):
+    from apex_core.measure import spot_checks as module
+
+    clock = _Clock()
+    monkeypatch.setattr(module, "perf_counter_ns", clock)
+    spot = spot_checks([{"x": torch.zeros(4)}])
+    spot.margins = module.MARGINS["cuda"]
+    spot.more_inputs = lambda number: {"x": torch.full((4,), 10.0 + number)}
+    spot.fresh = [0, 10]  # the two spot calls: slow in timing (a cold start), the rest fast
+    samples = tuple(0.5 if i in (0, 10) else 0.005 for i in range(40))
+    found = spot.caching_problem(samples, lambda: clock.spend(0.5), lambda: None)  # fresh and repeats alike
+    assert found == ""
+    assert spot.unconfirmed == ["its 2 timed calls on freshly written inputs took 0.5, 0.5 ms, the others p50 "
+                                "0.005 ms: not confirmed after timing"]
