@@ -44,7 +44,7 @@ from apex_core.baseline.model import (
     Verdict,
     metric_stat,
 )
-from apex_core.baseline.normalize import NEAR_FLOOR
+from apex_core.baseline.normalize import NEAR_FLOOR, floors_differ
 from apex_core.baseline.verdict import CONFIDENCE, judge, metric_seed
 from apex_core.measure.host_load import contended
 
@@ -58,11 +58,6 @@ REFUSED_ON_CPU = ("cpu_count",)
 # Software versions are what the gate exists to judge (a torch upgrade that slows a
 # kernel is a regression to catch, not a reason to refuse): noted, never refused.
 NOTED_FIELDS = ("torch", "triton", "tensorrt", "driver")
-# A timer floor a quarter off the baseline's is another kind of machine: the cells' floors read
-# 2.89-3.41 us on six one-GPU H200 machines and 4.27-4.64 us on a two-GPU H200 machine, where cells
-# within twice the floor read up to 30 % slower net of it, and ff-infer (58 us) up to 4 % (docs/perf.md,
-# 2026-11-29). The subtraction does not carry such cells between the two.
-FLOOR_MISMATCH = 0.25
 
 
 def _normalized(value: Any) -> Any:
@@ -141,11 +136,6 @@ def _floors(limit: MetricLimit, cell: ReportCell | None) -> tuple[float, float] 
     return limit.timer_floor_ms, cell.timer_floor_ms
 
 
-def _mismatched(baseline_ms: float, current_ms: float) -> bool:
-    """The larger floor more than ``FLOOR_MISMATCH`` above the smaller, whichever run it is."""
-    return max(baseline_ms, current_ms) / min(baseline_ms, current_ms) - 1.0 > FLOOR_MISMATCH
-
-
 def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, ReportCell]) -> str:
     """The run's timer floor against the baseline's (medians over the cells with both), when they
     differ by more than ``FLOOR_MISMATCH``; "" otherwise."""
@@ -155,7 +145,7 @@ def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, Repo
     if not pairs:
         return ""
     baseline_ms, current_ms = (statistics.median(side) for side in zip(*pairs.values(), strict=True))
-    if not _mismatched(baseline_ms, current_ms):
+    if not floors_differ(baseline_ms, current_ms):
         return ""
     return (f"timer floor: baseline {baseline_ms * 1e3:.3g} us, current {current_ms * 1e3:.3g} us "
             f"(medians over {len(pairs)} cells): cells within {NEAR_FLOOR:g}x of it are not comparable "

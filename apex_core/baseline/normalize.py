@@ -40,6 +40,12 @@ BANDWIDTH_SHARE = 0.5
 # a net time within twice the timer's floor is refused: the floor moves by several per cent
 # between measurements (docs/timing.md), which at two floors is as large as the 2-6 % between cards
 NEAR_FLOOR = 2.0
+# A timer floor a quarter off another run's (the larger over the smaller) is another kind of
+# machine: the cells' floors read 2.89-3.41 us on six one-GPU H200 machines and 4.27-4.64 us on a
+# two-GPU H200 machine, where cells within twice the floor read up to 30 % slower net of it, and
+# ff-infer (58 us) up to 4 % (docs/perf.md, 2026-11-29). The subtraction does not carry such cells
+# between the two; no figure of the fingerprint tells them apart.
+FLOOR_MISMATCH = 0.25
 # cards of one model differ by a few per cent (up to 5.9 % per cell over three H100 hosts);
 # figures 15 % apart are not two healthy cards of one model
 MAX_CARD_RATIO = 1.15
@@ -101,6 +107,18 @@ def card_of_report(report: Mapping[str, Any]) -> Card | None:
         return card_of(fingerprint_of(report))
     except (TypeError, AttributeError):  # identity or clock of another type than an object
         return None
+
+
+def floors_differ(one_ms: float, other_ms: float) -> bool:
+    """Two timer floors of two kinds of machine: the larger more than ``FLOOR_MISMATCH`` above the smaller."""
+    return max(one_ms, other_ms) / min(one_ms, other_ms) - 1.0 > FLOOR_MISMATCH
+
+
+def timer_floor_of_report(report: Mapping[str, Any]) -> float | None:
+    """The median timer floor (ms) the report's cells subtracted; None where none did."""
+    floors = [f for c in report.get("benchmarks") or [] if isinstance(c, Mapping)
+              and isinstance(f := c.get("timer_floor_ms"), int | float) and not isinstance(f, bool) and f > 0]
+    return statistics.median(floors) if floors else None
 
 
 def pooled_fingerprint(fingerprints: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:

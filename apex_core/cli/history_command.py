@@ -6,7 +6,7 @@ import argparse
 import json
 from collections import defaultdict
 
-from apex_core.baseline.normalize import Scaling, card_of_report
+from apex_core.baseline.normalize import Scaling, card_of_report, timer_floor_of_report
 from apex_core.cli.values import OneLineParser, number, positive_int, positive_seconds
 from apex_core.history import (
     DEFAULT_TIMEOUT_S,
@@ -101,8 +101,9 @@ def _show(store: HistoryStore, args: argparse.Namespace) -> None:
     if len(matches) > 1:
         print(f"{args.run!r} names {len(matches)} runs; showing the newest, run {matches[0].run_id}")
     card = card_of_report(run.report)
+    floor = timer_floor_of_report(run.report)
     judged = () if card is None else (f"{card.model}, {card.describe()}",
-                                      standing(card, store.cards(card.model)).text)
+                                      standing(card, store.cards(card.model), floor).text)
     for line in render.run_details(run, judged):
         print(line)
 
@@ -134,7 +135,7 @@ def _trend(store: HistoryStore, args: argparse.Namespace) -> None:
 
 def _cards(store: HistoryStore, args: argparse.Namespace) -> None:
     found = store.cards(args.model)
-    for line in render.cards(found, [standing(c.card, found) for c in found]):
+    for line in render.cards(found, [standing(c.card, found, c.timer_floor_ms) for c in found]):
         print(line)
 
 

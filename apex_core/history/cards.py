@@ -12,6 +12,11 @@ cards spread wider than 3 % from flagging its edges. Judged only against at leas
 3 %: the gate's smallest effect on the GPU is 5 %, and a card 3 % off its model spends most
 of that before the code changes at all; normalization makes up for it only in the cells whose
 bound is the figure measured.
+
+Its timer floor (the median over its runs of each run's median cell floor) is judged the same
+way against ``FLOOR_MISMATCH`` (a quarter) instead of 3 %: a card whose floor lies that far off
+its model's others and outside their range sits in another kind of machine, whose cells near the
+floor do not compare with theirs (docs/baselines.md, "Another kind of machine").
 """
 
 from __future__ import annotations
@@ -24,7 +29,15 @@ from typing import Any, Protocol
 
 import attrs
 
-from apex_core.baseline.normalize import FIGURES, Card, CellTiming, Scaling, scaling
+from apex_core.baseline.normalize import (
+    FIGURES,
+    FLOOR_MISMATCH,
+    Card,
+    CellTiming,
+    Scaling,
+    floors_differ,
+    scaling,
+)
 from apex_core.history.model import SeriesPoint
 
 OUTLIER_DEVIATION = 0.03
@@ -56,6 +69,8 @@ class HistoryCard:
     card: Card
     runs: int
     last_run_id: int
+    # the median over its runs of each run's median cell floor (ms); None where no cell kept one
+    timer_floor_ms: float | None = None
 
 
 def history_cards(store: HistoryStore, model: str | None = None) -> tuple[HistoryCard, ...]:
@@ -68,13 +83,29 @@ def history_cards(store: HistoryStore, model: str | None = None) -> tuple[Histor
     runs: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in found:
         runs[(row[1], row[2])].append(row)
+    floors = _run_floors(store, {row[0] for rows in runs.values() for row in rows})
     cards = []
     for (card_model, uuid), rows in runs.items():
         medians = [statistics.median(values) if (values := [r[i] for r in rows if r[i] is not None]) else None
                    for i in (3, 4)]
+        own = [floors[r[0]] for r in rows if r[0] in floors]
         cards.append(HistoryCard(card=Card(model=card_model, uuid=uuid, copy_gbps=medians[0],
-                                           sm_clock_mhz=medians[1]), runs=len(rows), last_run_id=rows[-1][0]))
+                                           sm_clock_mhz=medians[1]), runs=len(rows), last_run_id=rows[-1][0],
+                                 timer_floor_ms=statistics.median(own) if own else None))
     return tuple(sorted(cards, key=lambda c: -c.last_run_id))
+
+
+def _run_floors(store: HistoryStore, run_ids: set[int]) -> dict[int, float]:
+    """Each run's median cell floor (ms), of the runs that kept one."""
+    if not run_ids:
+        return {}
+    found = store.execute("cannot read the cells' timer floors",
+                          "SELECT run_id, timer_floor_ms FROM cells WHERE timer_floor_ms > 0 AND run_id IN "
+                          f"({', '.join('?' * len(run_ids))})", sorted(run_ids))
+    per_run: dict[int, list[float]] = defaultdict(list)
+    for run_id, floor in found:
+        per_run[run_id].append(float(floor))
+    return {run_id: statistics.median(values) for run_id, values in per_run.items()}
 
 
 @attrs.frozen(kw_only=True)
@@ -86,9 +117,11 @@ class CardStanding:
     text: str
 
 
-def standing(card: Card, cards: Sequence[HistoryCard]) -> CardStanding:
-    """Whether ``card`` lies outside its model's usual spread (the module's rule), in one line."""
-    peers = [c.card for c in cards if c.card.model == card.model and c.card.uuid != card.uuid]
+def standing(card: Card, cards: Sequence[HistoryCard], timer_floor_ms: float | None = None) -> CardStanding:
+    """Whether ``card`` (its runs' timer floor ``timer_floor_ms``, where known) lies outside its model's
+    usual spread (the module's rule), in one line."""
+    others = [c for c in cards if c.card.model == card.model and c.card.uuid != card.uuid]
+    peers = [c.card for c in others]
     name = card.uuid or "this card"
     if len(peers) < MIN_PEERS:
         return CardStanding(outlier=None, peers=len(peers), text=(
@@ -109,6 +142,17 @@ def standing(card: Card, cards: Sequence[HistoryCard]) -> CardStanding:
                        f"{len(values)} other cards (they span {min(values):.0f}-{max(values):.0f})")
         else:
             within.append(f"{figure}, {deviation:+.1%} from the median of {len(values)} other cards")
+    floors = [f for c in others if (f := c.timer_floor_ms)]
+    if timer_floor_ms and len(floors) >= MIN_PEERS:
+        middle = statistics.median(floors)
+        figure = f"timer floor {timer_floor_ms * 1e3:.3g} us"
+        if floors_differ(timer_floor_ms, middle) and not min(floors) <= timer_floor_ms <= max(floors):
+            off.append(f"{figure} is more than {FLOOR_MISMATCH:.0%} off the median {middle * 1e3:.3g} us of "
+                       f"{len(floors)} other cards: another kind of machine, whose cells near the floor do not "
+                       "compare with theirs")
+        else:
+            within.append(f"{figure}, {timer_floor_ms / middle - 1:+.1%} from the median of {len(floors)} "
+                          "other cards")
     if off:
         return CardStanding(outlier=True, peers=len(peers),
                             text=f"{name} is an outlier of the {card.model}: {'; '.join(off)}")

@@ -126,7 +126,8 @@ def cards(found: Sequence[HistoryCard], standings: Sequence[CardStanding]) -> li
         return ["no run in the history names its card (GPU runs record it since the fingerprint)"]
     verdicts = {True: "OUTLIER", False: "usual", None: "not judged"}
     body = [(c.card.model, c.card.uuid or "-", str(c.runs), _number(c.card.copy_gbps),
-             _number(c.card.sm_clock_mhz), str(c.last_run_id), verdicts[s.outlier])
+             _number(c.card.sm_clock_mhz), "-" if c.timer_floor_ms is None else f"{c.timer_floor_ms * 1e3:.2f}",
+             str(c.last_run_id), verdicts[s.outlier])
             for c, s in sorted(zip(found, standings, strict=True), key=lambda pair: pair[0].card.model)]
-    lines = _table(("model", "card", "runs", "copy GB/s", "SM MHz", "last run", "verdict"), body)
+    lines = _table(("model", "card", "runs", "copy GB/s", "SM MHz", "floor us", "last run", "verdict"), body)
     return lines + [f"  {s.text}" for s in standings if s.outlier]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from apex_core.baseline.normalize import Card
@@ -134,10 +135,49 @@ def test_history_trend_and_leaderboard_normalize(two_card_history: Path,
 def test_history_cards_and_show_flag_the_outlier(four_cards: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["history", "cards", "--history", str(four_cards)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["model", "card", "runs", "copy", "GB/s", "SM", "MHz", "last", "run", "verdict"]
+    assert lines[0].split() == ["model", "card", "runs", "copy", "GB/s", "SM", "MHz", "floor", "us", "last",
+                                "run", "verdict"]
     assert any("GPU-low" in line and line.endswith("OUTLIER") for line in lines)
     assert lines[-1].startswith("  GPU-low is an outlier")
     assert main(["history", "show", "8", "--history", str(four_cards)]) == 0
     out = capsys.readouterr().out
     assert "card NVIDIA H100 80GB HBM3, GPU-low (copy bandwidth 2851 GB/s, SM clock 1800 MHz)" in out
     assert "  GPU-low is an outlier of the NVIDIA H100 80GB HBM3" in out
+
+
+def _floored(cells: list, floor_ms: float) -> list:
+    for cell in cells:
+        cell["timer_floor_ms"] = floor_ms
+    return cells
+
+
+def test_a_card_in_another_kind_of_machine_is_an_outlier_by_its_timer_floor(history_path: Path, capsys) -> None:
+    # three cards of one-GPU machines (floors 2.9-3.1 us) and one of a two-GPU machine (4.4 us),
+    # their copy figures and clocks alike (2026-11-29, H200)
+    floors = {"GPU-a": 0.0029, "GPU-b": 0.0030, "GPU-c": 0.0031, "GPU-pair": 0.0044}
+    with HistoryStore.open(history_path) as store:
+        for uuid, floor in floors.items():
+            for run in range(2):
+                card = fingerprint(uuid, copy_gbps=3000.0)
+                store.record(gpu_report(_floored(two_cells(seed=run), floor), card))
+        cards = store.cards(H100)
+    by_uuid = {c.card.uuid: c for c in cards}
+    assert by_uuid["GPU-pair"].timer_floor_ms == pytest.approx(0.0044)
+    pair = standing(by_uuid["GPU-pair"].card, cards, by_uuid["GPU-pair"].timer_floor_ms)
+    assert pair.outlier is True
+    assert ("timer floor 4.4 us is more than 25% off the median 3 us of 3 other cards: another kind of "
+            "machine") in pair.text
+    usual = standing(by_uuid["GPU-a"].card, cards, by_uuid["GPU-a"].timer_floor_ms)
+    assert usual.outlier is False and "timer floor 2.9 us, -6.5% from the median of 3 other cards" in usual.text
+    # without the floor (a report that kept none) the card is judged on its figures alone
+    assert standing(by_uuid["GPU-pair"].card, cards).outlier is False
+    assert main(["history", "cards", "--history", str(history_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "floor us" in printed and "4.40" in printed and "another kind of machine" in printed
+
+
+def test_a_floor_a_quarter_off_but_within_its_models_range_is_usual() -> None:
+    floors = (0.0029, 0.0031, 0.0045)
+    wide = [attrs.evolve(_card(f"p{i}", 3000.0), timer_floor_ms=f) for i, f in enumerate(floors)]
+    assert standing(h100("x", 3000.0), wide, 0.0040).outlier is False  # 29 % off the median, within the range
+    assert standing(h100("x", 3000.0), wide, 0.0060).outlier is True
