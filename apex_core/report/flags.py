@@ -194,3 +194,10 @@ def flush_caveat(environment: Mapping[str, Any]) -> str:
     if not flush or flush == RESET_THEN_WRITE:
         return ""
     return f"cold samples' L2 flush: {flush}; kernels that load with evict_last may have kept their data in L2"
+
+
+# a cell whose cheat signs in timing the confirmation after it cleared (metadata.integrity_unconfirmed)
+UNCONFIRMED_NOTE = ("a spot check saw during timing what a cheat would show (reading the outputs much slower "
+                    "than the call, or calls on fresh inputs much slower than the rest) and the confirmation "
+                    "after timing did not: kept ok; what was seen is in metadata.integrity_unconfirmed of the "
+                    "JSON report (docs/anti-cheat.md)")

@@ -14,6 +14,7 @@ from typing import Any
 from apex_core.errors import plural
 from apex_core.report.flags import (
     NOT_THE_WORK,
+    UNCONFIRMED_NOTE,
     FlagFacts,
     cell_flags,
     cut_short_words,
@@ -102,6 +103,8 @@ def _cell_text(cell: CellResult | None, reference: CellResult | None, notes: dic
         text += _ref(notes, _throttle_note(cell.telemetry))
     if "contended" in flags:
         text += _ref(notes, CONTENDED_NOTE)
+    if cell.metadata.get("integrity_unconfirmed"):
+        text += _ref(notes, UNCONFIRMED_NOTE)
     if cell.timing.note:
         text += _ref(notes, cell.timing.note)
     if cell.unchecked:

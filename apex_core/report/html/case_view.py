@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apex_core.measure.doctor import physics_source
-from apex_core.report.flags import FlagFacts, flag_note
+from apex_core.report.flags import UNCONFIRMED_NOTE, FlagFacts, flag_note
 from apex_core.report.html.cells import FLAG_TEXT, SEVERE_FLAGS, CaseGroup, Cell
 from apex_core.report.html.distributions import ecdf_plot, histogram
 from apex_core.report.html.numbers import Q, data_attrs, number, svg_number
@@ -144,6 +144,9 @@ def case_notes(group: CaseGroup, run: Mapping[str, Any]) -> dict[tuple[str, str]
         for flag in cell.flags:
             if text := flag_note(flag, facts):
                 notes[(cell.backend, flag)] = text
+        metadata = cell.record.get("metadata")
+        if isinstance(metadata, Mapping) and metadata.get("integrity_unconfirmed"):
+            notes[(cell.backend, "unconfirmed")] = UNCONFIRMED_NOTE
     return notes
 
 
@@ -171,7 +174,8 @@ def numbers_table(group: CaseGroup, notes: dict[tuple[str, str], str]) -> str:
             number(cell.stat("p95_ms")), number(cell.stat("n")),
             number(group.speedup(cell)[0], "x") + _note_refs(keys, (cell.backend, "speed-up")),
             number(cell.field("host_ms")), esc(cell.record.get("timing_method") or "–"),
-            esc(flags or "–") + _note_refs(keys, *((cell.backend, f) for f in cell.flags)),
+            esc(flags or "–") + _note_refs(keys, *((cell.backend, f) for f in cell.flags),
+                                           (cell.backend, "unconfirmed")),
         )
         rows.append("<tr>" + "".join(f"<td>{v}</td>" for v in values) + "</tr>")
     return sortable_table(TABLE_HEAD, rows)

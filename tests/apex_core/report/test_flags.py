@@ -254,3 +254,22 @@ def test_a_suite_with_a_zero_time_cell_completes_and_every_output_is_written(tmp
     writer.write(attrs.evolve(report, status="complete"))
     assert writer.failure == ""
     assert "(– [" in (tmp_path / "r.md").read_text() and (tmp_path / "r.html").exists()
+
+
+def test_a_cell_whose_cheat_signs_the_confirmation_cleared_says_so_in_the_markdown():
+    seen = attrs.evolve(timed("b", [1.0] * 10), metadata={"integrity_unconfirmed": [
+        "reading the outputs of a timed call took 0.6 ms, the call itself 0.006 ms (after timing, ms: 0.6 "
+        "against 0.2, 0.55 against 0.2, 0.55 against 0.2): not confirmed"]})
+    text = render_markdown(attrs.evolve(zero_time_report(), cells=(seen, timed("c", [1.0] * 10))))
+    row = next(line for line in text.splitlines() if line.startswith("| w |"))
+    assert "1 / 1 [1]" in row
+    assert "1. a spot check saw during timing what a cheat would show" in text
+    assert "metadata.integrity_unconfirmed of the JSON report" in text
+    assert text.count("a spot check saw during timing") == 1  # the clean cell has no note
+    from apex_core.report.html.inputs import ReportInputs, RunInput
+    from apex_core.report.html.page import render_html
+    from apex_core.report.records import report_record
+
+    report = attrs.evolve(zero_time_report(), cells=(seen,))
+    page = render_html(ReportInputs(runs=(RunInput("run0", "r.json", report_record(report)),)))
+    assert "b: a spot check saw during timing what a cheat would show" in page
