@@ -7,6 +7,7 @@ written, so a bad input leaves nothing half-written behind.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -88,10 +89,11 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     """Compare the report(s) with the baseline, write the artifacts, then print the table (unless
     quiet) and the one-line outcome; returns 0 pass, 1 fail."""
     paths = report_paths if isinstance(report_paths, list) else [report_paths]
-    summary = compare(options.baseline, options.baseline_path, [load_report(path) for path in paths],
-                      allow_missing=options.allow_missing, force=options.force, normalize=options.normalize,
-                      combine=options.combine)
-    summary = _with_card_standing(summary, options)
+    reports = [load_report(path) for path in paths]
+    summary = compare(options.baseline, options.baseline_path, reports, allow_missing=options.allow_missing,
+                      force=options.force, normalize=options.normalize, combine=options.combine)
+    floors = [c.timer_floor_ms for r in reports for c in r.cells if c.timer_floor_ms]
+    summary = _with_card_standing(summary, options, statistics.median(floors) if floors else None)
     # Every input is valid from here on: only now do artifacts appear.
     if options.summary is not None:
         write_json(options.summary, summary_record(summary))
@@ -116,26 +118,28 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     return 1 if failed else 0
 
 
-def card_standing(history: str | None, card: Card) -> str:
-    """The current card against its model's other cards in the history (history/cards.py), in one line;
-    a history that is missing or unreadable costs the judgement, never the gate."""
+def card_standing(history: str | None, card: Card, timer_floor_ms: float | None = None) -> str:
+    """The current card (its run's median cell floor ``timer_floor_ms``, where known) against its model's
+    other cards in the history (history/cards.py), in one line; a history that is missing or unreadable
+    costs the judgement, never the gate."""
     name = card.uuid or "this card"
     try:
         path = check_history_path(history)
         if not path.exists():
             return f"{name}: not enough runs of this model to judge (no history at {path})"
         with HistoryStore.open(path, create=False) as store:
-            return standing(card, store.cards(card.model)).text
+            return standing(card, store.cards(card.model), timer_floor_ms).text
     except HistoryError as exc:
         return f"{name}: not judged against its model ({exc})"
 
 
-def _with_card_standing(summary: CompareSummary, options: GateOptions) -> CompareSummary:
+def _with_card_standing(summary: CompareSummary, options: GateOptions,
+                        timer_floor_ms: float | None) -> CompareSummary:
     done = summary.normalization
     if done is None or done.current is None or not options.judge_card:
         return summary
-    return attrs.evolve(summary, normalization=attrs.evolve(done, outlier=card_standing(options.history,
-                                                                                        done.current)))
+    judged = card_standing(options.history, done.current, timer_floor_ms)
+    return attrs.evolve(summary, normalization=attrs.evolve(done, outlier=judged))
 
 
 def gate_from_run_args(args: Any, json_path: Path) -> GateOptions | None:

@@ -81,3 +81,20 @@ def test_an_old_baseline_says_it_has_no_card(files: dict[str, Path],
     assert capsys.readouterr().out.startswith("apex-bench compare: FAIL")
     assert _compare(files) == 1
     assert "note: baseline has no fingerprint: not normalized" in capsys.readouterr().out
+
+
+def test_a_run_on_another_kind_of_machine_is_judged_by_its_timer_floor_too(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    def floored(cells: list, floor_ms: float) -> list:
+        for cell in cells:
+            cell["timer_floor_ms"] = floor_ms
+        return cells
+
+    with HistoryStore.open(files["history"]) as store:
+        for uuid, floor in (("GPU-1", 0.0029), ("GPU-2", 0.0030), ("GPU-3", 0.0031)):
+            card = fingerprint(uuid, copy_gbps=2880.0, clock_mhz=1728.0)  # the current card's figures
+            store.record(gpu_report(floored(two_cells(), floor), card))
+    write(files["current"], gpu_report(floored(two_cells(3000.0 / 2880.0, seed=100), 0.0044), SLOW))
+    _compare(files)
+    assert ("note: card: GPU-slow is an outlier of the NVIDIA H100 80GB HBM3: timer floor 4.4 us is more than "
+            "25% off the median 3 us of 3 other cards: another kind of machine") in capsys.readouterr().out
