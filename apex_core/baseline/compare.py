@@ -136,7 +136,7 @@ def _floors(limit: MetricLimit, cell: ReportCell | None) -> tuple[float, float] 
     return limit.timer_floor_ms, cell.timer_floor_ms
 
 
-def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, ReportCell]) -> str:
+def _floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, ReportCell]) -> str:
     """The run's timer floor against the baseline's (medians over the cells with both), when they
     differ by more than ``FLOOR_MISMATCH``; "" otherwise."""
     # one pair per cell: its p50 and p95 metrics share the cell and its floor
@@ -152,9 +152,9 @@ def floor_difference(limits: Mapping[str, MetricLimit], cells: Mapping[str, Repo
             "between the two machines (docs/baselines.md, \"Another kind of machine\")")
 
 
-def with_floor_note(check: Check, limit: MetricLimit, cell: ReportCell | None) -> Check:
+def _with_floor_note(check: Check, limit: MetricLimit, cell: ReportCell | None) -> Check:
     """A failed check of a cell whose p50 is within ``NEAR_FLOOR`` times its timer floor, with why
-    that may be the machine's; for a run whose floor differs from the baseline's (``floor_difference``)."""
+    that may be the machine's; for a run whose floor differs from the baseline's (``_floor_difference``)."""
     floors = _floors(limit, cell)
     p50 = cell.stats_ms.get("p50_ms") if cell is not None and cell.status == "ok" else None
     if check.status != FAIL or floors is None or p50 is None or p50 >= NEAR_FLOOR * floors[1]:
@@ -163,6 +163,16 @@ def with_floor_note(check: Check, limit: MetricLimit, cell: ReportCell | None) -
             f"baseline's runs: a cell within {NEAR_FLOOR:g}x of it is not comparable between the two machines "
             "(docs/baselines.md, \"Another kind of machine\")")
     return attrs.evolve(check, reason=f"{check.reason}; {note}")
+
+
+def noted_floors(checks: Sequence[Check], limits: Mapping[str, MetricLimit],
+                 cells: Mapping[str, ReportCell]) -> tuple[str, tuple[Check, ...]]:
+    """Where the run's timer floor differs from the baseline's: the difference in words, and the checks
+    with each failed one near the floor saying so; else "" and the checks as they were."""
+    difference = _floor_difference(limits, cells)
+    if not difference:
+        return "", tuple(checks)
+    return difference, tuple(_with_floor_note(c, limits[c.metric], cells.get(c.metric)) for c in checks)
 
 
 def contention_text(load: Any) -> str:
@@ -256,9 +266,9 @@ def compare(baseline: Baseline, baseline_path: Path | str,
     checks = tuple(attrs.evolve(check_metric(name, limit, cells.get(name), scaled.samples_for(name)),
                                 scaling=scalings.get(name))
                    for name, limit in scaled.metrics.items())
-    if floors := floor_difference(baseline.metrics, cells):
+    floors, checks = noted_floors(checks, baseline.metrics, cells)
+    if floors:
         differences.append(floors)
-        checks = tuple(with_floor_note(c, baseline.metrics[c.metric], cells.get(c.metric)) for c in checks)
     if baseline.extra_metrics:
         # one value per run and no best-of rule: the cell of the first report that has it
         extra_cells = {cell.metric(kind): cell for report in reversed(reports) for cell in report.cells

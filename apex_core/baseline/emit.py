@@ -21,7 +21,7 @@ from apex_core.baseline.errors import InputFileError
 from apex_core.baseline.extra_metrics import ExtraLimit, metric_kind
 from apex_core.baseline.io import MIN_BASELINE_MS, file_sha256
 from apex_core.baseline.model import Baseline, GateRule, LoadedReport, MetricLimit, ReportCell
-from apex_core.baseline.normalize import pooled_fingerprint
+from apex_core.baseline.normalize import median_floor_ms, pooled_fingerprint
 from apex_core.baseline.verdict import metric_seed
 from apex_core.errors import plural
 
@@ -158,7 +158,6 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
         ratio, end_to_end = ratios[stat]
         # A cell's samples are stored once, on its first metric; its other metrics read them there.
         first = stat == next(iter(ratios))
-        floors = [c.timer_floor_ms for c in cells if c.timer_floor_ms is not None]
         metrics[name] = MetricLimit(
             # below the nanosecond a baseline stores (0 for a kernel at the timer's floor): the
             # resolution itself, so the limit stays a positive time and the ratio finite
@@ -167,7 +166,7 @@ def _metrics(reports: Sequence[LoadedReport], ratios: Mapping[str, tuple[float, 
             max_regression_abs_ms=abs_ms,
             samples_ms=stored_samples(name, typical.samples_ms) if first else (),
             rule=gate_rule(stat, values, min_effects),
-            timer_floor_ms=statistics.median(floors) if floors else None)
+            timer_floor_ms=median_floor_ms(c.timer_floor_ms for c in cells))
     return metrics
 
 

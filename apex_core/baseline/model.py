@@ -61,7 +61,7 @@ class MetricLimit:
     samples_ms: tuple[float, ...] = ()
     rule: GateRule | None = None
     # the timer's floor the runs subtracted from this cell (their median), where they did: a run
-    # whose floor differs much cannot be compared on cells near it (compare.floor_note)
+    # whose floor differs much cannot be compared on cells near it (compare.noted_floors)
     timer_floor_ms: float | None = None
 
     @property

@@ -114,11 +114,17 @@ def floors_differ(one_ms: float, other_ms: float) -> bool:
     return max(one_ms, other_ms) / min(one_ms, other_ms) - 1.0 > FLOOR_MISMATCH
 
 
+def median_floor_ms(floors: Iterable[Any]) -> float | None:
+    """The median of the timer floors (ms) among ``floors`` that were subtracted (positive numbers);
+    None where none was."""
+    found = [f for f in floors if isinstance(f, int | float) and not isinstance(f, bool) and f > 0]
+    return statistics.median(found) if found else None
+
+
 def timer_floor_of_report(report: Mapping[str, Any]) -> float | None:
     """The median timer floor (ms) the report's cells subtracted; None where none did."""
-    floors = [f for c in report.get("benchmarks") or [] if isinstance(c, Mapping)
-              and isinstance(f := c.get("timer_floor_ms"), int | float) and not isinstance(f, bool) and f > 0]
-    return statistics.median(floors) if floors else None
+    cells = [c for c in report.get("benchmarks") or [] if isinstance(c, Mapping)]
+    return median_floor_ms(c.get("timer_floor_ms") for c in cells)
 
 
 def pooled_fingerprint(fingerprints: Iterable[Mapping[str, Any] | None]) -> dict[str, Any] | None:

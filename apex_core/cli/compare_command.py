@@ -7,7 +7,6 @@ written, so a bad input leaves nothing half-written behind.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from apex_core.baseline.compare import COMBINE, check_environment, compare
 from apex_core.baseline.emit import emit_baseline
 from apex_core.baseline.io import gate_environment_key, load_baseline, load_report, write_json
 from apex_core.baseline.model import Baseline, CompareSummary
-from apex_core.baseline.normalize import Card
+from apex_core.baseline.normalize import Card, median_floor_ms
 from apex_core.cli.history_args import baseline_reports_from_history
 from apex_core.cli.values import OneLineParser
 from apex_core.errors import UsageError
@@ -92,8 +91,8 @@ def run_gate(options: GateOptions, report_paths: Path | list[Path], *, quiet: bo
     reports = [load_report(path) for path in paths]
     summary = compare(options.baseline, options.baseline_path, reports, allow_missing=options.allow_missing,
                       force=options.force, normalize=options.normalize, combine=options.combine)
-    floors = [c.timer_floor_ms for r in reports for c in r.cells if c.timer_floor_ms]
-    summary = _with_card_standing(summary, options, statistics.median(floors) if floors else None)
+    floor = median_floor_ms(c.timer_floor_ms for r in reports for c in r.cells)
+    summary = _with_card_standing(summary, options, floor)
     # Every input is valid from here on: only now do artifacts appear.
     if options.summary is not None:
         write_json(options.summary, summary_record(summary))

@@ -1,5 +1,5 @@
 """--apex-bench-compare on another kind of machine: a test's failed cell near the timer's floor says the
-floor was another there (compare.with_floor_note), as apex-bench compare does."""
+floor was another there (compare.noted_floors), as apex-bench compare does."""
 
 from __future__ import annotations
 
