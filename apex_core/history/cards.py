@@ -36,6 +36,7 @@ from apex_core.baseline.normalize import (
     CellTiming,
     Scaling,
     floors_differ,
+    median_floor_ms,
     scaling,
 )
 from apex_core.history.model import SeriesPoint
@@ -100,12 +101,15 @@ def _run_floors(store: HistoryStore, run_ids: set[int]) -> dict[int, float]:
     if not run_ids:
         return {}
     found = store.execute("cannot read the cells' timer floors",
-                          "SELECT run_id, timer_floor_ms FROM cells WHERE timer_floor_ms > 0 AND run_id IN "
-                          f"({', '.join('?' * len(run_ids))})", sorted(run_ids))
-    per_run: dict[int, list[float]] = defaultdict(list)
+                          "SELECT run_id, timer_floor_ms FROM cells "
+                          f"WHERE timer_floor_ms IS NOT NULL AND run_id IN ({', '.join('?' * len(run_ids))})",
+                          sorted(run_ids))
+    per_run: dict[int, list[Any]] = defaultdict(list)
     for run_id, floor in found:
-        per_run[run_id].append(float(floor))
-    return {run_id: statistics.median(values) for run_id, values in per_run.items()}
+        per_run[run_id].append(floor)
+    # the rule a report's floor follows (normalize.median_floor_ms), so history and compare agree
+    medians = {run_id: median_floor_ms(values) for run_id, values in per_run.items()}
+    return {run_id: floor for run_id, floor in medians.items() if floor is not None}
 
 
 @attrs.frozen(kw_only=True)
