@@ -34,7 +34,7 @@ def main() -> None:
     values = json.loads(sys.argv[2])  # a third argument, --registers, adds ptxas's count
     num_warps = values.pop("num_warps")
     kernel = getattr(importlib.import_module(module_name), kernel_name)
-    fn = getattr(kernel, "fn", kernel)  # an autotuner wraps the JIT function
+    fn = kernel.fn if hasattr(kernel, "configs") else kernel  # an autotuner wraps the JIT function
     unspecialized = {fn.arg_names[i] if isinstance(i, int) else i for i in fn.do_not_specialize}
     signature, constexprs, attrs = {}, {}, {}
     for index, name in enumerate(fn.arg_names):
