@@ -74,7 +74,7 @@ def _row_band_runs_kernel(origins, levels, run_k, run_start, run_end, K, bands, 
 @triton.jit
 def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K, bands,
                        T: tl.constexpr, RB: tl.constexpr, BW: tl.constexpr,
-                       RUN_CHUNK: tl.constexpr):
+                       RUN_CHUNK: tl.constexpr, LIST_INDEX: tl.constexpr = False):
     """``winners[b, y * W + x]``: ``k * T*T + offset in tile`` of each pixel's winning tile
     element, -1 where no tile covers it; one program per RB rows x BW columns of a band.
 
@@ -107,8 +107,11 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
         in_cols = tl.where((dx >= 0) & (dx < T), dx, MISS)
         best = tl.maximum(best, tl.max(in_rows[:, :, None] + in_cols[:, None, :], axis=0))
     covered = best >= 0
-    k = tl.load(runs + best // (T * T), mask=covered, other=0)
-    code = tl.where(covered, k * (T * T) + best % (T * T), -1)
+    if LIST_INDEX:  # the index in the band's list instead of k (scripts/dev/overlap_staged.py)
+        code = tl.where(covered, best - tl.load(run_start + row + band) * (T * T), -1)
+    else:
+        k = tl.load(runs + best // (T * T), mask=covered, other=0)
+        code = tl.where(covered, k * (T * T) + best % (T * T), -1)
     mask = ((dy0 < T) & (y < H))[:, None] & (x < W)[None, :]
     tl.store(winners + b.to(tl.int64) * HW + (y * W)[:, None] + x[None, :], code, mask=mask)
 

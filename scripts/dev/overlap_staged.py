@@ -7,8 +7,8 @@ owns T pixel rows (one band) x BW columns: it loads the rows of its band's liste
 in the band, for the tiles that meet its columns, as whole 16-byte tile rows (masked loads fetch
 nothing for the others), and takes each pixel's winning element from that block with
 ``tl.gather`` (on chip) instead of from memory. For this the winner map keeps the band-list
-index (``j * T*T + dy * T + dx``) instead of the tile's k. A band whose list is longer than NB
-lanes takes the global gather in that program.
+index (``j * T*T + dy * T + dx``, its ``LIST_INDEX``) instead of the tile's k. A band whose
+list is longer than NB lanes takes the global gather in that program.
 
 Checked against the workload's reference first (``--device cpu`` under ``TRITON_INTERPRET=1``:
 check only, with ``--nb 2`` forcing the long-list branch too); on a GPU each variant is timed
@@ -37,39 +37,7 @@ import triton.testing
 from adapters import triton_ops
 from apex_core.correctness import compare_outputs, upcast_inputs
 from apex_core.workloads.tileunpack import TileUnpack
-from apex_kernels.tile_stage1 import band_program
 from apex_kernels.tileunpack import winner_map
-
-
-@triton.jit
-def _band_winners_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K, bands,
-                         T: tl.constexpr, RB: tl.constexpr, BW: tl.constexpr, RUN_CHUNK: tl.constexpr):
-    """``winner_map._winner_map_kernel`` keeping the band-list index: ``j * T*T + dy * T + dx``."""
-    CHUNKS: tl.constexpr = (T + RB - 1) // RB
-    MISS: tl.constexpr = -(2**30)
-    b, band, chunk, cb = band_program(tl.program_id(0), bands, tl.cdiv(W, BW), CHUNKS)
-    dy0 = chunk * RB + tl.arange(0, RB)
-    y = band * T + dy0
-    x = cb * BW + tl.arange(0, BW)
-    row = b.to(tl.int64) * bands
-    runs = run_k + b.to(tl.int64) * 2 * K
-    best = tl.full([RB, BW], -1, tl.int32)
-    end = tl.load(run_end + row + band)
-    for j0 in range(tl.load(run_start + row + band), end, RUN_CHUNK):
-        j = j0 + tl.arange(0, RUN_CHUNK)
-        listed = j < end
-        k = tl.load(runs + j, mask=listed, other=0)
-        oy = tl.load(origins + (b * K + k) * 2, mask=listed, other=-2 * T)
-        ox = tl.load(origins + (b * K + k) * 2 + 1, mask=listed, other=-2 * T)
-        dy = y[None, :] - oy[:, None]
-        dx = x[None, :] - ox[:, None]
-        in_rows = tl.where((dy >= 0) & (dy < T), j[:, None] * (T * T) + dy * T, MISS)
-        in_cols = tl.where((dx >= 0) & (dx < T), dx, MISS)
-        best = tl.maximum(best, tl.max(in_rows[:, :, None] + in_cols[:, None, :], axis=0))
-    start = tl.load(run_start + row + band)
-    code = tl.where(best >= 0, best - start * (T * T), -1)  # j counted from the band's first entry
-    mask = ((dy0 < T) & (y < H))[:, None] & (x < W)[None, :]
-    tl.store(winners + b.to(tl.int64) * HW + (y * W)[:, None] + x[None, :], code, mask=mask)
 
 
 @triton.jit
@@ -155,7 +123,7 @@ def staged_call(launcher, nb: int, bw: int, block_c: int, cb: int, warps: int):
 
     def call():
         runs_launch()
-        _band_winners_kernel[map_grid](*map_launch.args, **map_launch.meta)
+        winner_map._winner_map_kernel[map_grid](*map_launch.args, **map_launch.meta, LIST_INDEX=True)
         _staged_stream_kernel[grid](base, packed, origins, run_k, run_start, run_end, winners, out,
                                     c, h, w, hw, k, bands, T=t, TP=tp, BW=bw, NB=nb, BLOCK_C=block_c,
                                     CB=cb, num_warps=warps)

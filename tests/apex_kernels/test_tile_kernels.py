@@ -129,6 +129,29 @@ def test_row_band_runs_list_each_tile_in_the_bands_it_meets() -> None:
             assert run_k[b, start:end].tolist() == want, (b, band)
 
 
+@pytest.mark.interpreter
+def test_winner_map_by_list_index_names_the_same_tile_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LIST_INDEX keeps each pixel's index in its band's list (scripts/dev/overlap_staged.py):
+    # through run_k it must name the element the default map names by k
+    monkeypatch.setattr(winner_map, "OVERLAP_RUNS_MIN_K", 0)
+    workload = TileUnpack()
+    case = next(c for c in workload.cases(workload.make_params("smoke", {"kmax": 9})) if c.name == "overlap")
+    launcher = triton_ops.TILEUNPACK.bind(workload, case, workload.make_inputs(case, "cpu", torch.float32, 0))
+    launcher.run()
+    runs, mapping, _ = launcher.launches
+    origins, run_k, run_start, _, winners, _, width, _, _, _ = mapping.args
+    by_k = winners.clone()
+    winners.fill_(-7)
+    mapping.kernel[mapping.grid](*mapping.args, **mapping.meta, LIST_INDEX=True)
+    tt = case.params.tile_size ** 2
+    band = torch.arange(winners.shape[1]) // width // case.params.tile_size
+    start = run_start.long().gather(1, band.expand_as(winners))
+    covered = winners >= 0
+    assert torch.equal(covered, by_k >= 0) and covered.any()
+    k = run_k.long().gather(1, torch.where(covered, start + winners.long() // tt, 0))
+    assert torch.equal(torch.where(covered, k * tt + winners.long() % tt, -1), by_k.long())
+
+
 @pytest.mark.parametrize(("chunk", "rows", "columns"), [(1, 4, 16), (2, 2, 8), (64, 1, 4)])
 def test_tileunpack_overlap_winner_map_blocks(chunk: int, rows: int, columns: int,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
