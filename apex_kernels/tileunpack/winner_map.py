@@ -94,8 +94,9 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
     row = b.to(tl.int64) * bands
     runs = run_k + b.to(tl.int64) * 2 * K
     best = tl.full([RB, BW], -1, tl.int32)
+    start = tl.load(run_start + row + band)
     end = tl.load(run_end + row + band)
-    for j0 in range(tl.load(run_start + row + band), end, RUN_CHUNK):
+    for j0 in range(start, end, RUN_CHUNK):
         j = j0 + tl.arange(0, RUN_CHUNK)
         listed = j < end
         k = tl.load(runs + j, mask=listed, other=0)
@@ -108,7 +109,7 @@ def _winner_map_kernel(origins, run_k, run_start, run_end, winners, H, W, HW, K,
         best = tl.maximum(best, tl.max(in_rows[:, :, None] + in_cols[:, None, :], axis=0))
     covered = best >= 0
     if LIST_INDEX:  # the index in the band's list instead of k (scripts/dev/overlap_staged.py)
-        code = tl.where(covered, best - tl.load(run_start + row + band) * (T * T), -1)
+        code = tl.where(covered, best - start * (T * T), -1)
     else:
         k = tl.load(runs + best // (T * T), mask=covered, other=0)
         code = tl.where(covered, k * (T * T) + best % (T * T), -1)

@@ -138,8 +138,8 @@ def test_winner_map_by_list_index_names_the_same_tile_elements(monkeypatch: pyte
     case = next(c for c in workload.cases(workload.make_params("smoke", {"kmax": 9})) if c.name == "overlap")
     launcher = triton_ops.TILEUNPACK.bind(workload, case, workload.make_inputs(case, "cpu", torch.float32, 0))
     launcher.run()
-    runs, mapping, _ = launcher.launches
-    origins, run_k, run_start, _, winners, _, width, _, _, _ = mapping.args
+    _, mapping, _ = launcher.launches
+    _, run_k, run_start, _, winners, _, width, _, _, _ = mapping.args
     by_k = winners.clone()
     winners.fill_(-7)
     mapping.kernel[mapping.grid](*mapping.args, **mapping.meta, LIST_INDEX=True)
