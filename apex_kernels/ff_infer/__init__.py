@@ -1,11 +1,12 @@
-"""Triton ff-infer: the two-level tile-refinement step from small Triton kernels plus cuBLAS.
+"""Triton ff-infer: the two-level tile-refinement step from small Triton kernels (and cuBLAS).
 
 One call is 14 launches with no host synchronisation, so it can be captured in a CUDA
 graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), the
 fusion gate run first on (features, features), which writes alpha and a fused map equal
 to features, then per level a tile-mean kernel, the tilessm-scan kernel, the token MLP
 in one kernel (both GEMMs, biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix
-on cuBLAS (one GEMM, bias fused) and a group-norm + gated-ReLU + residual kernel that
+(one GEMM, bias fused: a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a
+group-norm + gated-ReLU + residual kernel that
 writes the refined tiles straight into the fused map. Level 0 overrides its tiles;
 level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
 which is the whole fusion gate there, since outside the level-1 tiles detail equals
@@ -37,11 +38,13 @@ from apex_kernels._utils import (
 from apex_kernels.ff_infer.kernels import (
     DW_CONFIGS,
     MEAN_CONFIGS,
+    MIX_CONFIGS,
     MLP_CONFIGS,
     NORM_CONFIGS,
     SELECT_BLOCK,
     _modulate_dw_kernel,
     _norm_gate_kernel,
+    _pointwise_mix_kernel,
     _select_kernel,
     _tile_mean_kernel,
     _token_mlp_kernel,
@@ -52,6 +55,7 @@ MAX_TILE_PIXELS = 1024
 SCAN_MERGE = "avg"  # the default merge of the bidirectional tile-token scan
 NORM_EPS = 1e-5  # the default epsilon of the per-tile group norm
 _INT32_LIMIT = 2**31  # offsets inside one image are int32; tile and batch offsets int64
+MIXES = ("triton", "cublas")  # who runs the pointwise mix
 
 def shape_reason(channels: int, height: int, width: int, tile_size: int, level0_tiles: int,
                  level1_tiles: int) -> str | None:
@@ -102,9 +106,8 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
-           norm_eps: float, config_index: int | None) -> tuple[list[Step], dict[str, Any]]:
-    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix (cuBLAS), norm
-    into dst."""
+           norm_eps: float, config_index: int | None, mix_on: str) -> tuple[list[Step], dict[str, Any]]:
+    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix, norm into dst."""
     b, c, h, width = src.shape
     k = ids.shape[1]
     n, pixels = b * k, side * side
@@ -149,12 +152,17 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
                  (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
                   c, h, width, k, norm_eps), {"BLEND": alpha is not None})
-    pw, pw_bias = w["pw_weight"].t(), w["pw_bias"]
+    rows = n * pixels
+    pw, pw_bias = w["pw_weight"], w["pw_bias"]
 
-    def mix() -> None:
+    def cublas_mix() -> None:
         # addmm is what F.linear runs for 2-D inputs with a bias: the same cuBLAS GEMM
-        torch.addmm(pw_bias, depthwise, pw, out=mixed)
+        torch.addmm(pw_bias, depthwise, pw.t(), out=mixed)
 
+    mix: Step = cublas_mix if mix_on == "cublas" else bound(
+        _pointwise_mix_kernel, MIX_CONFIGS,
+        lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"])),
+        (depthwise, pw, pw_bias, mixed, rows, c), {"IEEE": ieee}, shape={})
     steps: list[Step] = [mean, *scan.launches, mlp, dw, mix, norm]
     return steps, {"tiles": k, "side": side, "scan": scan.metadata}
 
@@ -189,7 +197,8 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                       level_weights: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]],
                       wb: torch.Tensor, wu: torch.Tensor, bias: torch.Tensor, *, tile_size: int,
                       level0_tiles: int, split_parents: int, scan_merge: str = SCAN_MERGE,
-                      norm_eps: float = NORM_EPS, config_index: int | None = None) -> Launcher:
+                      norm_eps: float = NORM_EPS, config_index: int | None = None,
+                      mix: str | None = None) -> Launcher:
     """Bind one ff-infer step to its tensors; each call runs it on their current contents.
 
     ``features [B, C, H, W]``; proxies ``[B, 1, H, W]``; float32 utilities ``util0`` and
@@ -198,8 +207,12 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     ``level_weight_shapes`` names them; gate scalars ``wb``, ``wu``, ``bias`` 0-dim. Level 0
     refines the top ``level0_tiles`` tiles, level 1 the four children of the best
     ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
-    config ``i`` (mod each list) of this module's four autotuned kernels.
+    config ``i`` (mod each list) of this module's five autotuned kernels. ``mix`` names who runs
+    the pointwise mix, ``"triton"`` or ``"cublas"``; None: Triton where the call launches dependently
+    (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster.
     """
+    if mix not in (None, *MIXES):
+        raise ValueError(f"ff-infer: mix {mix!r} is not one of {', '.join(map(repr, MIXES))}")
     n0 = (features.shape[2] // (2 * tile_size)) * (features.shape[3] // (2 * tile_size))
     b = features.shape[0]
     _check_inputs(features, {"boundary": boundary, "uncertainty": uncertainty, "util0": util0,
@@ -209,33 +222,36 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
         raise ValueError(f"ff-infer: need 0 < split_parents {split_parents} <= level0_tiles "
                          f"{level0_tiles} <= {n0} level-0 tiles")
     dev = features.device
+    # every Triton launch follows a kernel of this call (the first, one of the call before): each
+    # may launch while the one before it ends, where the device can and the kernels are short
+    pdl_reason = dependent_launch_reason(features, dev)
+    pdl = pdl_reason is None
+    # at the fixed profile, under dependent launch, the Triton mix took the cell from 57.7 to 54.1 us;
+    # at the large one (plain launches) it read 4017 against cuBLAS's 3908 us (H200, docs/perf.md)
+    mix_on = mix or ("triton" if pdl else "cublas")
     ids0 = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)
     ids1 = torch.empty((b, 4 * split_parents), dtype=torch.int32, device=dev)
     # the gate first, on (features, features): alpha, and fused = features exactly
     gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
     fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
-                           norm_eps, config_index)
+                           norm_eps, config_index, mix_on)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
-                           config_index)
+                           config_index, mix_on)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
                           (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
                            features.shape[3] // (2 * tile_size)),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
     steps: list[Step] = [select, *gate.launches, *steps0, *steps1]
-    # every Triton launch follows a kernel of this call (the first, one of the call before): each
-    # may launch while the one before it ends, where the device can and the kernels are short
-    pdl_reason = dependent_launch_reason(features, dev)
-    pdl = pdl_reason is None
     if pdl:
         steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
     outputs = {"fused": fused, "alpha": alpha}
     launches = tuple(s for s in steps if isinstance(s, KernelLaunch))
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
-                "fusiongate": gate.metadata, "config_index": config_index,
+                "fusiongate": gate.metadata, "config_index": config_index, "mix": mix_on,
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}
     return Launcher(sequential(steps, outputs), outputs, launches, metadata)
 

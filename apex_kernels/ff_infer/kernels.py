@@ -1,5 +1,5 @@
 """ff-infer's own Triton kernels: tile selection, tile means, the token MLP, modulate + depthwise,
-norm + gate.
+the pointwise mix, norm + gate.
 
 The selection kernel ranks utilities pairwise (ties: the lower index first), so a frame's
 top-k needs no sort and no host synchronisation.
@@ -37,6 +37,11 @@ NORM_CONFIGS = [_cfg(4, BLOCK_C=8, CSPLIT=1), _cfg(4, BLOCK_C=16, CSPLIT=1),
 # rows), thousands at the large one; tl.dot wants every block dimension >= 16
 MLP_CONFIGS = [_cfg(4, BLOCK_N=16, BLOCK_K=32, BLOCK_O=64), _cfg(4, BLOCK_N=32, BLOCK_K=64, BLOCK_O=64),
                _cfg(8, BLOCK_N=64, BLOCK_K=64, BLOCK_O=128), _cfg(4, BLOCK_N=16, BLOCK_K=64, BLOCK_O=128)]
+# the pointwise mix, [N * s * s, C] @ [C, C]: 2048 to 5120 rows at the fixed profile (tens of
+# programs), half a million at the large one; C = 128 fits one BLOCK_K step of the widest config
+MIX_CONFIGS = [_cfg(4, BLOCK_M=64, BLOCK_O=64, BLOCK_K=32), _cfg(4, BLOCK_M=64, BLOCK_O=128, BLOCK_K=64),
+               _cfg(4, BLOCK_M=32, BLOCK_O=128, BLOCK_K=128), _cfg(4, BLOCK_M=64, BLOCK_O=64, BLOCK_K=128),
+               _cfg(8, BLOCK_M=128, BLOCK_O=128, BLOCK_K=64), _cfg(8, BLOCK_M=128, BLOCK_O=256, BLOCK_K=64)]
 
 
 @triton.jit
@@ -165,6 +170,28 @@ def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
         out += tl.load(b2_ptr + o, mask=mask_o, other=0.0).to(tl.float32)[None, :]
         tl.store(out_ptr + rows[:, None].to(tl.int64) * (2 * C) + o[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=mask_n[:, None] & mask_o[None, :])
+
+
+@triton.autotune(configs=autotune_configs(MIX_CONFIGS), key=["M", "C"])
+@triton.jit
+def _pointwise_mix_kernel(d_ptr, w_ptr, b_ptr, out_ptr, M, C, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = 0):
+    """out = d @ w.T + b, d [M, C] pixel-major: F.linear's GEMM with its bias, rounded once. In Triton,
+    not cuBLAS, so that it launches dependently like the kernels around it."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
+    mask_m, mask_o = rows < M, o < C
+    acc = tl.zeros([BLOCK_M, BLOCK_O], dtype=tl.float32)
+    for k0 in range(0, C, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        d = tl.load(d_ptr + rows[:, None].to(tl.int64) * C + k[None, :],
+                    mask=mask_m[:, None] & (k < C)[None, :], other=0.0)
+        w = tl.load(w_ptr + o[None, :] * C + k[:, None], mask=mask_o[None, :] & (k < C)[:, None], other=0.0)
+        acc = _dot(d, w, acc, IEEE)
+    acc += tl.load(b_ptr + o, mask=mask_o, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * C + o[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mask_m[:, None] & mask_o[None, :])
 
 
 # W is left unspecialized so that no tap's load is known to be 16-byte aligned: Triton gives every

@@ -16,7 +16,7 @@ shift 3
 out=/tmp/ab
 # fresh each time: a warm machine keeps /tmp, and an earlier variant's reports must not be read as this one's
 rm -rf "$out"
-mkdir -p "$out"
+mkdir -p "$out" "$dest"
 source scripts/dev/variant_files.sh
 IFS=: read -r -a variants <<<"$variant"
 letters=(b c d e f g h i)

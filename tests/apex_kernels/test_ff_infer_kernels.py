@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 import torch
+import triton
 
 import apex_core
 from adapters import triton_ops
@@ -11,7 +12,9 @@ from adapters.triton_autotune import autotune_entries, cached_keys
 from apex_core.results import Case, Status
 from apex_core.workloads.ff_infer import FFInfer, select_tiles
 from apex_kernels import ff_infer as kernels
+from apex_kernels._utils import pin_config
 from tests.apex_kernels.repeated_calls import check_repeated_calls
+from tests.conftest import KERNEL_DEVICE
 
 WORKLOAD = FFInfer()
 OP = triton_ops.FF_INFER
@@ -45,20 +48,40 @@ def test_smoke_profile_bf16() -> None:
     check_launcher({}, "bf16", calls=1)
 
 
-@pytest.mark.parametrize(("overrides", "dtype_name"), [
-    (SMALL, "fp32"),
-    (ODD_TILES, "fp16"),
+@pytest.mark.parametrize(("overrides", "dtype_name", "mix"), [
+    (SMALL, "fp32", "cublas"),
+    (ODD_TILES, "fp16", "triton"),
 ])
-def test_other_shapes(overrides: dict[str, Any], dtype_name: str) -> None:
-    check_launcher(overrides, dtype_name)
+def test_other_shapes(overrides: dict[str, Any], dtype_name: str, mix: str) -> None:
+    check_launcher(overrides, dtype_name, mix=mix)
 
 
 @pytest.mark.parametrize("index", range(max(map(len, (kernels.MEAN_CONFIGS, kernels.DW_CONFIGS,
-                                                      kernels.NORM_CONFIGS, kernels.MLP_CONFIGS)))))
+                                                      kernels.NORM_CONFIGS, kernels.MLP_CONFIGS,
+                                                      kernels.MIX_CONFIGS)))))
 def test_every_config_covers_the_output(index: int) -> None:
-    # The interpreter autotunes over the first config only: pin config i of each kernel.
+    # The interpreter autotunes over the first config only: pin config i of each kernel, the
+    # Triton mix's too (the interpreter launches plainly, where the mix would be cuBLAS's)
     check_launcher({**SMALL, "channels": 37, "tile_size": 4, "batch": 1}, "fp32", calls=1,
-                   config_index=index)
+                   config_index=index, mix="triton")
+
+
+@pytest.mark.parametrize("index", range(len(kernels.MIX_CONFIGS)))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_pointwise_mix_matches_linear(index: int, dtype: torch.dtype) -> None:
+    # rows and channels that no config's blocks divide, so the row, output and K masks all cut
+    rows, c = 70, 37
+    gen = torch.Generator().manual_seed(index)
+    d, w, b = (torch.randn(shape, generator=gen).to(dtype) for shape in ((rows, c), (c, c), (c,)))
+    want = torch.nn.functional.linear(d.double(), w.double(), b.double())
+    d, w, b = (t.to(KERNEL_DEVICE) for t in (d, w, b))
+    out = torch.full((rows, c), float("nan"), dtype=dtype, device=KERNEL_DEVICE)
+    kernel, meta = pin_config(kernels._pointwise_mix_kernel, kernels.MIX_CONFIGS[index])
+    grid = (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"]))
+    kernel[grid](d, w, b, out, rows, c, IEEE=dtype == torch.float32, **meta)
+    # fp32 accumulation, one rounding at the store: within an ulp or two of the dtype at |out| ~ 6
+    atol, rtol = (1e-4, 1e-5) if dtype == torch.float32 else (1e-2, 2e-3)
+    torch.testing.assert_close(out.double().cpu(), want, atol=atol, rtol=rtol)
 
 
 @pytest.mark.interpreter
@@ -94,20 +117,28 @@ def test_rejects_inputs_it_would_misread() -> None:
         OP.bind(WORKLOAD, case, {**inputs, "l0_pw_weight": inputs["l0_pw_weight"].t()})
     with pytest.raises(ValueError, match="every data input"):
         OP.bind(WORKLOAD, case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
+    with pytest.raises(ValueError, match="mix 'cutlass' is not one of"):
+        OP.bind(WORKLOAD, case, inputs, mix="cutlass")
 
 
 @pytest.mark.interpreter
-def test_autotune_entries_list_one_call_s_launches() -> None:
+@pytest.mark.parametrize(("mix", "own_launches"), [("cublas", 9), ("triton", 11)])
+def test_autotune_entries_list_one_call_s_launches(mix: str, own_launches: int) -> None:
     case = case_of({})
-    launcher = OP.bind(WORKLOAD, case, WORKLOAD.make_inputs(case, "cpu", torch.float32, 0))
+    inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, 0)
+    launcher = OP.bind(WORKLOAD, case, inputs, mix=mix)
+    # the interpreter launches plainly, so the mix is cuBLAS's unless named
+    assert OP.bind(WORKLOAD, case, inputs).metadata["mix"] == "cublas"
     before = cached_keys(launcher.launches)
     launcher()
     launcher()
     launches: dict[str, int] = {}
     for entry in autotune_entries(launcher.launches, before):
         launches[entry["op_name"]] = launches.get(entry["op_name"], 0) + entry["launches"]
-    # per call: selection + 4 kernels per level (mean, MLP, depthwise, norm), a scan per level, the gate
-    assert launches == {"ff-infer": 9, "tilessm-scan": 2, "fusiongate": 1}
+    # per call: selection + 4 kernels per level (mean, MLP, depthwise, norm) and the Triton mix where
+    # it runs, a scan per level, the gate
+    assert launches == {"ff-infer": own_launches, "tilessm-scan": 2, "fusiongate": 1}
+    assert launcher.metadata["mix"] == mix
     assert sum(launches.values()) == launcher.metadata["triton_launches"]
 
 
