@@ -12,6 +12,7 @@ span from the first start to the last end, and the idle time between (span - bus
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
+        [--option mix=cublas]
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def main() -> None:
     parser.add_argument("cells", nargs="+", help="WORKLOAD or WORKLOAD:CASE")
     parser.add_argument("--profile", default="fixed")
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a keyword for the triton launcher (a string), e.g. mix=cublas for ff-infer")
     args = parser.parse_args()
+    options = dict(o.split("=", 1) for o in args.option)
     registry = Registry.discover()
     flush = L2Flush.on_device()
     for spec in args.cells:
@@ -84,7 +88,7 @@ def main() -> None:
         case = next(c for c in workload.cases(workload.make_params(args.profile))
                     if not case_name or c.name == case_name)
         inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
-        launcher = implementation(workload, "triton").bind(workload, case, inputs)
+        launcher = implementation(workload, "triton").bind(workload, case, inputs, **options)
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()
