@@ -140,6 +140,20 @@ def _dot(a, b, acc, IEEE: tl.constexpr):
     return tl.dot(a, b, acc)
 
 
+@triton.jit
+def _rows_times_weight(x_ptr, w_ptr, rows, mask_rows, cols, mask_cols, C, acc,
+                       BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
+    """acc + x[rows] @ w[cols].T over BLOCK_K channels at a time: x and w row-major, rows of C."""
+    for k0 in range(0, C, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + rows[:, None].to(tl.int64) * C + k[None, :],
+                    mask=mask_rows[:, None] & (k < C)[None, :], other=0.0)
+        w = tl.load(w_ptr + cols[None, :] * C + k[:, None],
+                    mask=mask_cols[None, :] & (k < C)[:, None], other=0.0)
+        acc = _dot(x, w, acc, IEEE)
+    return acc
+
+
 @triton.autotune(configs=autotune_configs(MLP_CONFIGS), key=["N", "C", "HID"])
 @triton.jit
 def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
@@ -153,13 +167,8 @@ def _token_mlp_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, out_ptr, N, C, HID,
     mask_n = rows < N
     h = tl.arange(0, HP)
     mask_h = h < HID
-    acc = tl.zeros([BLOCK_N, HP], dtype=tl.float32)
-    for k0 in range(0, C, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)
-        x = tl.load(x_ptr + rows[:, None].to(tl.int64) * C + k[None, :],
-                    mask=mask_n[:, None] & (k < C)[None, :], other=0.0)
-        w1 = tl.load(w1_ptr + h[None, :] * C + k[:, None], mask=mask_h[None, :] & (k < C)[:, None], other=0.0)
-        acc = _dot(x, w1, acc, IEEE)
+    acc = _rows_times_weight(x_ptr, w1_ptr, rows, mask_n, h, mask_h, C,
+                             tl.zeros([BLOCK_N, HP], dtype=tl.float32), BLOCK_K, IEEE)
     b1 = tl.load(b1_ptr + h, mask=mask_h, other=0.0).to(tl.float32)
     hidden = tl.maximum(acc + b1[None, :], 0.0).to(x_ptr.dtype.element_ty)
     for o0 in range(0, 2 * C, BLOCK_O):
@@ -182,13 +191,8 @@ def _pointwise_mix_kernel(d_ptr, w_ptr, b_ptr, out_ptr, M, C, IEEE: tl.constexpr
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
     mask_m, mask_o = rows < M, o < C
-    acc = tl.zeros([BLOCK_M, BLOCK_O], dtype=tl.float32)
-    for k0 in range(0, C, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)
-        d = tl.load(d_ptr + rows[:, None].to(tl.int64) * C + k[None, :],
-                    mask=mask_m[:, None] & (k < C)[None, :], other=0.0)
-        w = tl.load(w_ptr + o[None, :] * C + k[:, None], mask=mask_o[None, :] & (k < C)[:, None], other=0.0)
-        acc = _dot(d, w, acc, IEEE)
+    acc = _rows_times_weight(d_ptr, w_ptr, rows, mask_m, o, mask_o, C,
+                             tl.zeros([BLOCK_M, BLOCK_O], dtype=tl.float32), BLOCK_K, IEEE)
     acc += tl.load(b_ptr + o, mask=mask_o, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + rows[:, None].to(tl.int64) * C + o[None, :], acc.to(out_ptr.dtype.element_ty),
              mask=mask_m[:, None] & mask_o[None, :])
