@@ -9,10 +9,13 @@ of the kernel before it to its start (negative where they overlap, as a dependen
 per call the median time the device was busy (the union of the kernels' intervals: a dependent
 kernel's duration includes its wait inside the kernel before, so a sum would count that twice), the
 span from the first start to the last end, and the idle time between (span - busy).
+The autotuners start from the configurations shipped for the card, as apex-bench's triton backend
+does (``--retune``: tuned here, by Triton's own benchmark), and each cell first prints the
+configuration every kernel ran with, so two processes are compared on the same configurations.
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
-        [--option mix=cublas]
+        [--option mix=cublas] [--retune]
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ import torch
 from dev_cells import queued_held  # scripts/dev, this script's folder
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from adapters.triton_autotune import autotune_entries, cached_keys
 from apex_core.measure.l2_flush import L2Flush
 from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
+from apex_kernels.tuned import autotuners, picks_path, read_picks, seed_autotuners
 
 PREFIX = "timeline_call_"
 
@@ -78,6 +83,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a keyword for the triton launcher (a string), e.g. mix=cublas for ff-infer")
+    parser.add_argument("--retune", action="store_true",
+                        help="tune every kernel here, without the shipped picks")
     args = parser.parse_args()
     options = dict(o.split("=", 1) for o in args.option)
     registry = Registry.discover()
@@ -89,9 +96,17 @@ def main() -> None:
                     if not case_name or c.name == case_name)
         inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
         launcher = implementation(workload, "triton").bind(workload, case, inputs, **options)
+        before = cached_keys(launcher.launches)
+        seeding = None
+        if not args.retune:
+            picks = picks_path(torch.cuda.get_device_name())
+            seeding = seed_autotuners(read_picks(picks), autotuners()) if picks.exists() else None
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()
+        for entry in autotune_entries(launcher.launches, before, seeding):
+            print(json.dumps({"cell": spec, "kernel": entry["kernel_name"], "config": entry["selected_config"],
+                              "source": entry["selection_source"]}), flush=True)
         # the stream held until every call is queued: unheld, the profiled host fell behind and the
         # gaps were its own (30-75 us, H200, 2026-11-28)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
