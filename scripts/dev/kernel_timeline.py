@@ -9,9 +9,10 @@ of the kernel before it to its start (negative where they overlap, as a dependen
 per call the median time the device was busy (the union of the kernels' intervals: a dependent
 kernel's duration includes its wait inside the kernel before, so a sum would count that twice), the
 span from the first start to the last end, and the idle time between (span - busy).
-The autotuners start from the configurations shipped for the card, as apex-bench's triton backend
-does (``--retune``: tuned here, by Triton's own benchmark), and each cell first prints the
-configuration every kernel ran with, so two processes are compared on the same configurations.
+The autotuners are set up as apex-bench's triton backend sets them: the held timer for what they
+tune, seeded from the configurations shipped for the card (``--retune``: none seeded); each cell
+first prints the configuration every kernel ran with and where it came from, so two processes can
+be checked for running the same ones (a kernel without a shipped pick is tuned in each).
 One JSON line per kernel and per cell.
 Usage (on a GPU machine, after ``source scripts/gpu_env.sh``):
     python scripts/dev/kernel_timeline.py ff-infer tilessm-scan:bidirectional [--profile fixed] [--calls 50]
@@ -32,10 +33,12 @@ from dev_cells import queued_held  # scripts/dev, this script's folder
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from adapters.triton_autotune import autotune_entries, cached_keys
+from adapters.triton_backend import tune_with_held_timer
+from adapters.triton_picks import shipped_picks
 from apex_core.measure.l2_flush import L2Flush
 from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
-from apex_kernels.tuned import autotuners, picks_path, read_picks, seed_autotuners
+from apex_kernels.tuned import autotuners
 
 PREFIX = "timeline_call_"
 
@@ -96,11 +99,13 @@ def main() -> None:
                     if not case_name or c.name == case_name)
         inputs = workload.make_inputs(case, "cuda", torch.float16, 0)
         launcher = implementation(workload, "triton").bind(workload, case, inputs, **options)
+        # as the triton backend's prepare(): after binding, before any launch; seeded keys count as cached
+        tuners = autotuners()
+        tune_with_held_timer(tuners)
+        seeding, _, picks = (None, None, {"state": "retune"}) if args.retune else \
+            shipped_picks(torch.cuda.get_device_name()).seed(tuners)
+        print(json.dumps({"cell": spec, "picks": picks}), flush=True)
         before = cached_keys(launcher.launches)
-        seeding = None
-        if not args.retune:
-            picks = picks_path(torch.cuda.get_device_name())
-            seeding = seed_autotuners(read_picks(picks), autotuners()) if picks.exists() else None
         for _ in range(3):  # autotuning and compiles before the profiled calls
             launcher.run()
         torch.cuda.synchronize()

@@ -7,6 +7,11 @@ OUT_DIR=${1:?usage: versus_compile.sh OUT [PROFILE:DEADLINE_S ...]}
 shift
 specs=${*:-fixed:240 large:300}
 work=/tmp/versus-compile
+for spec in $specs; do
+  [[ $spec == *:* ]] || { echo "versus_compile: not PROFILE:DEADLINE_S: '$spec'" >&2; exit 2; }
+done
+# fresh each time: a warm machine keeps /tmp, and an earlier call's report must not be read as this one's
+rm -rf "$work"
 mkdir -p "$OUT_DIR" "$work"
 [ -f scripts/gpu_env.sh ] && [ -d .whl ] && source scripts/gpu_env.sh
 export PYTHONUNBUFFERED=1
@@ -20,7 +25,8 @@ for spec in $specs; do
     --output-json "$work/$profile.json" --output-roofline "$work/$profile-roofline.md" \
     > "$work/$profile.log" 2>&1
   echo "$profile: exit $? after $(( $(date +%s) - start )) s" | tee -a "$work/steps.txt"
-  python3 - "$work/$profile.json" <<'PY' | tee "$work/$profile-versus.md"
+  [ -f "$work/$profile.json" ] || echo "$profile: no report (see $profile.log)"
+  [ -f "$work/$profile.json" ] && python3 - "$work/$profile.json" <<'PY' | tee "$work/$profile-versus.md"
 import json, sys
 cells = json.load(open(sys.argv[1]))["benchmarks"]
 by = {}

@@ -79,9 +79,25 @@ def test_pointwise_mix_matches_linear(index: int, dtype: torch.dtype) -> None:
     kernel, meta = pin_config(kernels._pointwise_mix_kernel, kernels.MIX_CONFIGS[index])
     grid = (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"]))
     kernel[grid](d, w, b, out, rows, c, IEEE=dtype == torch.float32, **meta)
-    # fp32 accumulation, one rounding at the store: within an ulp or two of the dtype at |out| ~ 6
-    atol, rtol = (1e-4, 1e-5) if dtype == torch.float32 else (1e-2, 2e-3)
-    torch.testing.assert_close(out.double().cpu(), want, atol=atol, rtol=rtol)
+    out = out.double().cpu()
+    if dtype == torch.float32:  # IEEE float32 products, fp32 accumulation
+        torch.testing.assert_close(out, want, atol=1e-4, rtol=1e-5)
+        return
+    # fp32 accumulation and one rounding at the store: the float64 result rounded to fp16 but where
+    # the accumulation's error crosses a rounding boundary (0.04-0.12 % of the elements in the
+    # interpreter), an ulp off there; rounding twice (the GEMM, then the bias) matched 70 % at most
+    rounded = want.to(dtype).double()
+    assert (out == rounded).double().mean() >= 0.99
+    torch.testing.assert_close(out, rounded, atol=1e-6, rtol=2**-10)
+
+
+def test_the_mix_is_triton_s_where_the_call_launches_dependently() -> None:
+    case = case_of({})
+    launcher = OP.bind(WORKLOAD, case, WORKLOAD.make_inputs(case, KERNEL_DEVICE, torch.float16, 0))
+    expected = "triton" if launcher.metadata["dependent_launch"] else "cublas"
+    assert launcher.metadata["mix"] == expected
+    mixes = [launch for launch in launcher.launches if launch.kernel_name == "_pointwise_mix_kernel"]
+    assert len(mixes) == (2 if expected == "triton" else 0)
 
 
 @pytest.mark.interpreter
