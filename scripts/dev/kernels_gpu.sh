@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # After a kernel change, the checks and measurements that need a GPU, in one device call:
-#   1. the launcher tests compiled on the GPU, every configuration they pin
+#   1. the launcher tests compiled on the GPU, every configuration they pin (TEST_FILES: other files
+#      than the three kernel test files)
 #      (APEX_TEST_KERNEL_DEVICE=cuda, docs/kernels.md), with TEST_VARIANT's files in place when
 #      it is set (its tests too, where the folder carries them; restored after), spread over
 #      TEST_PROCS processes a test
@@ -16,7 +17,7 @@
 # of CELLS), plus 2 per VARIANT, so name at most one with every step on. Each step has its own
 # time limit; the call's must cover their sum.
 #   [PROFILE=fixed] [ROUNDS=2] [WORKLOADS=ff-infer,tilessm-scan] [CELLS="tilepack"] [TESTS=1] \
-#       [TEST_PROCS=14] [TEST_TIMEOUT=450] [TEST_VARIANT=.variants/x] \
+#       [TEST_PROCS=14] [TEST_TIMEOUT=450] [TEST_VARIANT=.variants/x] [TEST_FILES="tests/... ..."] \
 #       bash scripts/dev/kernels_gpu.sh DEST [VARIANT ...]
 set -u
 dest=${1:?DEST folder}
@@ -31,10 +32,11 @@ if [ "${TESTS:-1}" = 1 ]; then
         variant_save "$TEST_VARIANT"
         variant_apply "$TEST_VARIANT"
     fi
+    # shellcheck disable=SC2086  # TEST_FILES is a list of files
     APEX_TEST_KERNEL_DEVICE=cuda timeout "$limit" python3 -m pytest -v -p no:cacheprovider -x \
         -n "${TEST_PROCS:-14}" --maxprocesses "${TEST_PROCS:-14}" --dist load --durations=40 \
-        tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
-        tests/apex_kernels/test_ff_infer_kernels.py >"$dest/tests.txt" 2>&1
+        ${TEST_FILES:-tests/apex_kernels/test_tile_kernels.py tests/apex_kernels/test_gate_scan_kernels.py \
+        tests/apex_kernels/test_ff_infer_kernels.py} >"$dest/tests.txt" 2>&1
     code=$?
     [ -n "${TEST_VARIANT:-}" ] && variant_restore
     cut=""
