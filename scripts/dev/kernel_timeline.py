@@ -34,7 +34,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from adapters.triton_autotune import autotune_entries, cached_keys
 from adapters.triton_backend import tune_with_held_timer
-from adapters.triton_picks import shipped_picks
+from adapters.triton_picks import RETUNE, shipped_picks
 from apex_core.measure.l2_flush import L2Flush
 from apex_core.plugin_api import implementation
 from apex_core.registry import Registry
@@ -102,7 +102,7 @@ def main() -> None:
         # as the triton backend's prepare(): after binding, before any launch; seeded keys count as cached
         tuners = autotuners()
         tune_with_held_timer(tuners)
-        seeding, _, picks = (None, None, {"state": "retune"}) if args.retune else \
+        seeding, _, picks = (None, None, dict(RETUNE)) if args.retune else \
             shipped_picks(torch.cuda.get_device_name()).seed(tuners)
         print(json.dumps({"cell": spec, "picks": picks}), flush=True)
         before = cached_keys(launcher.launches)
