@@ -6,6 +6,9 @@ so the number comes from the kernel's resident-set accounting:
 - ``rss_hwm_delta`` (Linux): the high-water mark is reset through ``/proc/self/clear_refs``
   (value 5) when timing starts, and the peak is ``VmHWM`` at the end minus ``VmRSS`` at the
   start: what the timed calls needed beyond what was already resident, this region alone.
+  Unreachable cycles are collected first: an automatic collection inside the region would
+  otherwise free them, and memory freed there hides as much of what the calls took (a run's
+  earlier cells, a test's kept traceback frames: 0 MB read where a call held 64).
 - ``ru_maxrss_delta`` (elsewhere, or when the reset is refused): the rise of
   ``getrusage``'s lifetime peak. It cannot be reset, so a worker that peaked higher earlier
   (an earlier cell, the float64 reference of a check) reads 0: a lower bound only.
@@ -18,6 +21,7 @@ reused without raising the resident set. docs/timing.md has the details.
 
 from __future__ import annotations
 
+import gc
 import resource
 import sys
 from pathlib import Path
@@ -58,6 +62,7 @@ class RssPeak:
     """Started before the timed region, read after it: ``peak_mb()`` and the ``method`` used."""
 
     def __init__(self) -> None:
+        gc.collect()
         self.start_rss_kib = _status_kib("VmRSS")
         reset = self.start_rss_kib is not None and _reset_high_water()
         self.method = RSS_HWM_DELTA if reset else RU_MAXRSS_DELTA

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from pathlib import Path
@@ -98,6 +99,29 @@ def test_the_high_water_mark_sees_what_the_timed_calls_allocate():
     assert result.status == "ok", result.reason
     assert result.peak_memory_method == cpu_memory.RSS_HWM_DELTA
     assert result.peak_memory_mb is not None and 60 <= result.peak_memory_mb < 200
+
+
+class _Cycle:
+    """Two of these pointing at each other are freed only by the cycle collector."""
+
+    payload: torch.Tensor | None = None
+    other: _Cycle | None = None
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs")
+def test_garbage_collected_inside_the_region_does_not_hide_what_the_calls_took():
+    """A big cycle left unreachable before the region and collected inside it used to read 0 MB."""
+    first, second = _Cycle(), _Cycle()
+    first.other, second.other, first.payload = second, first, torch.ones(128 * MIB, dtype=torch.uint8)
+    gc.collect()  # both survive into the oldest generation ...
+    del first, second  # ... and are garbage there, freed at the next full collection
+    peak = cpu_memory.RssPeak()
+    if peak.method != cpu_memory.RSS_HWM_DELTA:
+        pytest.skip("this kernel refused the high-water mark's reset")
+    gc.collect()  # an automatic collection during the timed calls
+    held = torch.ones(64 * MIB, dtype=torch.uint8)
+    assert 60 <= peak.peak_mb() < 200
+    del held
 
 
 def test_rss_peak_falls_back_to_getrusage_without_the_reset(monkeypatch):
