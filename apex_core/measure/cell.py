@@ -29,7 +29,7 @@ from apex_core.correctness import (
 from apex_core.errors import first_line
 from apex_core.interfaces import Backend, CellSkipped, Inputs, Prepared, Workload
 from apex_core.measure import host_load, integrity, process_state, replay_artifacts, spot_checks, timing_stream
-from apex_core.measure.cpu_memory import RssPeak
+from apex_core.measure.cpu_memory import RssPeak, earlier_garbage_kept
 from apex_core.measure.cuda_timer import measure_cuda
 from apex_core.measure.device_health import release_cached_blocks
 from apex_core.measure.placements import Placement, input_bytes, make_placements, placements_to_add
@@ -154,8 +154,9 @@ def _measure(prepared: Prepared, spec: CellSpec, placed: _Placed, spot: SpotChec
     if prepared.measure is not None:  # the backend times itself (an external process)
         return _relabel(prepared.measure(spec.timing), prepared), None, "", None
     if not spec.device.startswith("cuda"):
-        rss = RssPeak()
-        timing = measure_cpu(prepared.fn, spec.timing, spot=spot)
+        with earlier_garbage_kept():
+            rss = RssPeak()
+            timing = measure_cpu(prepared.fn, spec.timing, spot=spot)
         return _relabel(timing, prepared), rss.peak_mb(), rss.method, None
     options = spec.timing if prepared.timer is None else attrs.evolve(spec.timing, timer=prepared.timer)
     timing, peak, telemetry = measure_cuda(prepared.fn, options, [p.prepared.fn for p in placed.more],

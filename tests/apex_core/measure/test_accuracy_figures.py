@@ -115,13 +115,27 @@ def test_garbage_collected_inside_the_region_does_not_hide_what_the_calls_took()
     first.other, second.other, first.payload = second, first, torch.ones(128 * MIB, dtype=torch.uint8)
     gc.collect()  # both survive into the oldest generation ...
     del first, second  # ... and are garbage there, freed at the next full collection
-    peak = cpu_memory.RssPeak()
-    if peak.method != cpu_memory.RSS_HWM_DELTA:
-        pytest.skip("this kernel refused the high-water mark's reset")
-    gc.collect()  # an automatic collection during the timed calls
-    held = torch.ones(64 * MIB, dtype=torch.uint8)
-    assert 60 <= peak.peak_mb() < 200
-    del held
+    with cpu_memory.earlier_garbage_kept():
+        peak = cpu_memory.RssPeak()
+        if peak.method != cpu_memory.RSS_HWM_DELTA:
+            pytest.skip("this kernel refused the high-water mark's reset")
+        gc.collect()  # an automatic collection during the timed calls
+        held = torch.ones(64 * MIB, dtype=torch.uint8)
+        assert 60 <= peak.peak_mb() < 200
+        del held
+    assert gc.get_freeze_count() == 0  # everything frozen is back
+    assert gc.collect() >= 2  # and the cycle is freed after the region
+
+
+def test_objects_someone_else_froze_stay_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with cpu_memory.earlier_garbage_kept():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
 
 def test_rss_peak_falls_back_to_getrusage_without_the_reset(monkeypatch):
