@@ -1,7 +1,7 @@
 """The shape-case grammar and the checks of a case against an engine's inputs."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apex_core.engine.shape_case import (
@@ -105,12 +105,19 @@ def shape_cases(draw):
     return ShapeCase(tuple(entries), label)
 
 
+# fixed examples, no deadline: a garbage collection in a worker that imported torch and jax can
+# stall one example 0.2 s, past Hypothesis's default 200 ms deadline
+REPEATABLE = settings(derandomize=True, database=None, deadline=None)
+
+
+@REPEATABLE
 @given(shape_cases())
 def test_round_trip_of_generated_cases(case):
     assert parse_shape_case(case.text) == case
     assert "/" not in case.name and " " not in case.name
 
 
+@REPEATABLE
 @given(st.text(max_size=40) | st.text(alphabet="=;:x0123456789 -ab.", max_size=30))
 def test_junk_raises_nothing_but_usage_error(text):
     try:

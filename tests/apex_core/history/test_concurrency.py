@@ -15,7 +15,8 @@ from tests.apex_core.history.conftest import make_report, ok_cell
 RUNS_PER_WRITER = 50
 
 # Each writer waits for the start file, so both open (create and migrate) the new file at once,
-# then for the other's ready file, so both write loops run at the same time.
+# then for the other's ready file, so both write loops start together, and after its first run for
+# the other's first: however late one is woken, the two loops overlap.
 WRITER = """
 import json, sys, time
 from pathlib import Path
@@ -35,7 +36,15 @@ with HistoryStore.open(path, timeout_s=60) as store:
         if time.time() > deadline:
             sys.exit("the other writer never opened the file")
     began = time.time()
-    ids = [store.record(report, tags=[name], branch=name) for _ in range(int(count))]
+    ids = []
+    for _ in range(int(count)):
+        ids.append(store.record(report, tags=[name], branch=name))
+        if len(ids) == 1:  # the loops overlap for sure: neither goes on past its first run alone
+            (folder / f"first-{name}").touch()
+            while not (folder / f"first-{other}").exists():
+                time.sleep(0.001)
+                if time.time() > deadline:
+                    sys.exit("the other writer never recorded a run")
     print(json.dumps({"ids": ids, "began": began, "ended": time.time()}))
 """
 

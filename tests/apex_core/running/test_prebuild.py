@@ -93,7 +93,7 @@ def test_a_slot_waiting_for_a_build_stops_waiting_when_the_run_stops():
     threading.Timer(0.2, run_stopping.set).start()
     started = time.perf_counter()
     got = ahead.claim(cells[0])
-    assert time.perf_counter() - started < 2  # not the builder's 10 s
+    assert time.perf_counter() - started < 5  # not the builder's 10 s (room for a loaded CI machine)
     assert got.result.state == NOT_STARTED
     GatedPool.gate.set()
     ahead.close()
