@@ -98,7 +98,8 @@ def test_the_high_water_mark_sees_what_the_timed_calls_allocate():
                                                            FIXED))
     assert result.status == "ok", result.reason
     assert result.peak_memory_method == cpu_memory.RSS_HWM_DELTA
-    # 48: a few MiB freed in the region (an allocator's trim) must not fail it; the fault it guards against read 0
+    # 48: a few MiB freed in the region (an allocator's trim) must not fail it; the fault it guards
+    # against read 0
     assert result.peak_memory_mb is not None and 48 <= result.peak_memory_mb < 200
 
 
