@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from apex_core.results import Availability, Tolerance
 from apex_core.running.runner import run_plan
 from apex_core.timing import TimingOptions
 from tests.apex_core.fakes import Axpy, Eager
+from tests.conftest import ROOT
 
 FIXED = TimingOptions(fixed_iters=3)
 MIB = 2**20
@@ -89,18 +92,44 @@ def test_cpu_cells_report_peak_memory_and_how_it_was_read():
     validate_report(json.loads(report_json(report)))  # rmse and peak_memory_method in the schema
 
 
+# A process's resident set is the whole process's: in a long-lived test worker, earlier tests' garbage
+# and threads they left behind free memory at any moment, and a region that saw 64 MiB taken and as
+# much freed elsewhere read 0 (CI, 2026-11-29, twice). These run in a fresh interpreter each, as a
+# run's cells do in their workers.
+FRESH = """
+import gc, json, torch
+from apex_core.measure import cpu_memory
+from apex_core.measure.cell import CellSpec, execute_cell
+from apex_core.timing import TimingOptions
+from tests.apex_core.fakes import Axpy
+from tests.apex_core.measure.test_accuracy_figures import Allocating, _Cycle
+MIB = 2**20
+"""
+
+
+def in_a_fresh_process(body: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", FRESH + body], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs")
 def test_the_high_water_mark_sees_what_the_timed_calls_allocate():
     """Each call holds 64 MiB for a moment: the timed region's peak is at least that, whatever came before."""
-    ballast = torch.ones(96 * MIB, dtype=torch.uint8)  # an earlier, higher peak that ru_maxrss would keep
-    del ballast
-    result = execute_cell(Axpy(), Allocating(64), CellSpec("axpy", "small", "allocating", "fp32", "cpu", {}, 0,
-                                                           FIXED))
-    assert result.status == "ok", result.reason
-    assert result.peak_memory_method == cpu_memory.RSS_HWM_DELTA
-    # 48: a few MiB freed in the region (an allocator's trim) must not fail it; the fault it guards
+    result = in_a_fresh_process("""
+ballast = torch.ones(96 * MIB, dtype=torch.uint8)  # an earlier, higher peak that ru_maxrss would keep
+del ballast
+spec = CellSpec("axpy", "small", "allocating", "fp32", "cpu", {}, 0, TimingOptions(fixed_iters=3))
+result = execute_cell(Axpy(), Allocating(64), spec)
+print(json.dumps({"status": str(result.status.value), "reason": result.reason,
+                  "method": result.peak_memory_method, "peak": result.peak_memory_mb}))
+""")
+    assert result["status"] == "ok", result["reason"]
+    assert result["method"] == cpu_memory.RSS_HWM_DELTA
+    # 48: a few MiB freed in the region (an allocator's trim) must not fail it; the faults it guards
     # against read 0
-    assert result.peak_memory_mb is not None and 48 <= result.peak_memory_mb < 200
+    assert result["peak"] is not None and 48 <= result["peak"] < 200, result
 
 
 class _Cycle:
@@ -113,20 +142,30 @@ class _Cycle:
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs")
 def test_garbage_collected_inside_the_region_does_not_hide_what_the_calls_took():
     """A big cycle left unreachable before the region and collected inside it used to read 0 MB."""
+    result = in_a_fresh_process("""
+def region(kept):
     first, second = _Cycle(), _Cycle()
     first.other, second.other, first.payload = second, first, torch.ones(128 * MIB, dtype=torch.uint8)
     gc.collect()  # both survive into the oldest generation ...
     del first, second  # ... and are garbage there, freed at the next full collection
-    with cpu_memory.earlier_garbage_kept():
+    with kept():
         peak = cpu_memory.RssPeak()
-        if peak.method != cpu_memory.RSS_HWM_DELTA:
-            pytest.skip("this kernel refused the high-water mark's reset")
         gc.collect()  # an automatic collection during the timed calls
         held = torch.ones(64 * MIB, dtype=torch.uint8)
-        assert 60 <= peak.peak_mb() < 200
+        read = peak.peak_mb()
         del held
-    assert gc.get_freeze_count() == 0  # everything frozen is back
-    assert gc.collect() >= 2  # and the cycle is freed after the region
+    return peak.method, read, gc.get_freeze_count(), gc.collect()
+import contextlib
+method, without, _, _ = region(contextlib.nullcontext)
+method, kept, frozen_after, freed_after = region(cpu_memory.earlier_garbage_kept)
+print(json.dumps({"method": method, "without": without, "kept": kept, "frozen_after": frozen_after,
+                  "freed_after": freed_after}))
+""")
+    if result["method"] != cpu_memory.RSS_HWM_DELTA:
+        pytest.skip("this kernel refused the high-water mark's reset")
+    assert result["without"] < 8, result  # the fault: the freed cycle hides the call's 64 MiB
+    assert 60 <= result["kept"] < 200, result
+    assert result["frozen_after"] == 0 and result["freed_after"] >= 2, result  # unfrozen, then freed
 
 
 def test_objects_someone_else_froze_stay_frozen():
