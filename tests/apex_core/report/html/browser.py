@@ -47,16 +47,12 @@ class Chromium:
         self._profile = tempfile.mkdtemp(prefix="apex-browser-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-
-        def wire_pipes() -> None:  # in the child: the protocol's descriptors 3 and 4
-            # copy both above 10 first: a pipe may already sit on 3 or 4, and dup2 onto itself
-            # would keep its close-on-exec flag
-            reading, writing = (
-                fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10),
-                fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10),
-            )
-            os.dup2(reading, 3)
-            os.dup2(writing, 4)
+        # The browser's ends go to its descriptors 3 and 4 through a shell's redirections, not a
+        # preexec_fn: that would fork this (threaded: jax, xdist) process and run Python in the child.
+        # Both are copied above 10 first, so that neither sits on 3 or 4 when the other is moved there.
+        reading, writing = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_browser_r, from_browser_w))
+        os.close(to_browser_r)
+        os.close(from_browser_w)
 
         args = [
             binary,
@@ -74,15 +70,15 @@ class Chromium:
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         self.process = subprocess.Popen(
-            args,
-            preexec_fn=wire_pipes,
-            close_fds=False,
+            ["bash", "-c", f'exec 3<&{reading} 4>&{writing} {reading}<&- {writing}>&- && exec "$0" "$@"',
+             *args],
+            pass_fds=(reading, writing),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        os.close(to_browser_r)
-        os.close(from_browser_w)
+        os.close(reading)
+        os.close(writing)
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
