@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import apex_core
+from apex_core import interfaces
 from apex_core.interfaces import Prepared, Workload
 from apex_core.plugin_api import PLUGIN_API, ApiVersion, check_plugin, work_of
 from apex_core.registry import Registry
@@ -153,19 +154,18 @@ def test_the_first_api_work_is_served_by_the_shim_and_listed_as_deprecated():
     assert work_of(workload, case, "fp16").bytes_moved == 3 * 4 * case.params.n  # counted as it counts
 
 
+@pytest.fixture
 def uses_forgotten_after_the_test(monkeypatch):
-    """The uses this test records are gone after it: later tests' fakes in this process made none."""
-    from apex_core import interfaces
-
+    """The uses a test records are gone after it: later tests' fakes in this process made none."""
     monkeypatch.setattr(interfaces, "_deprecated_uses",
                         {package: set(uses) for package, uses in interfaces._deprecated_uses.items()})
 
 
-def test_the_engine_workloads_old_module_is_still_importable_with_a_deprecation_warning(monkeypatch):
+@pytest.mark.usefixtures("uses_forgotten_after_the_test")
+def test_the_engine_workloads_old_module_is_still_importable_with_a_deprecation_warning():
     from apex_core.engine import workload as engine_workload
     from apex_core.interfaces import deprecated_uses
 
-    uses_forgotten_after_the_test(monkeypatch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from apex_core.workloads.engine_file import NO_REFERENCE, EngineWorkload, case_seed
@@ -178,8 +178,8 @@ def test_the_engine_workloads_old_module_is_still_importable_with_a_deprecation_
     assert use in deprecated_uses("tests")
 
 
-def test_profiles_is_still_importable_with_a_deprecation_warning(monkeypatch):
-    uses_forgotten_after_the_test(monkeypatch)
+@pytest.mark.usefixtures("uses_forgotten_after_the_test")
+def test_profiles_is_still_importable_with_a_deprecation_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from apex_core.interfaces import PROFILES

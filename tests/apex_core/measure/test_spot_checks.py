@@ -12,7 +12,7 @@ from apex_core.measure import cuda_timer
 from apex_core.measure.spot_checks import FreshSet, SpotChecks, SpotWrong
 from apex_core.results import Tolerance
 from apex_core.timing import TimingOptions, measure_cpu
-from tests.apex_core.measure.test_cuda_timer import OPTIONS, FakeClock, FakeHold, make_timer
+from tests.apex_core.measure.test_cuda_timer import OPTIONS, TRIP_S, FakeClock, FakeHold, make_timer
 
 TOL = Tolerance(1e-6, 1e-5)
 CPU_OPTIONS = TimingOptions(warmup=2, min_iters=40, min_time_s=0.0, max_time_s=1.0)
@@ -211,7 +211,7 @@ def test_inputs_changed_after_the_last_restore_are_caught_at_the_end():
 
 
 def test_a_spot_batch_released_by_the_watchdog_is_still_checked_and_given_back(monkeypatch):
-    monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", 0.5)  # trips once, where the call blocks
+    monkeypatch.setattr(cuda_timer, "HOLD_TIMEOUT_MIN_S", TRIP_S)  # trips once, where the call blocks
     clock, hold = FakeClock(), FakeHold()
     first, second = {"x": torch.zeros(4)}, {"x": torch.zeros(4)}
 
