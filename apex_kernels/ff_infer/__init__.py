@@ -46,6 +46,7 @@ from apex_kernels.ff_infer.kernels import (
     _norm_gate_kernel,
     _pointwise_mix_kernel,
     _select_kernel,
+    _select_tile_mean_kernel,
     _tile_mean_kernel,
     _token_mlp_kernel,
 )
@@ -106,8 +107,13 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
-           norm_eps: float, config_index: int | None, mix_on: str) -> tuple[list[Step], dict[str, Any]]:
-    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix, norm into dst."""
+           norm_eps: float, config_index: int | None, mix_on: str,
+           select: tuple | None = None) -> tuple[list[Step], dict[str, Any]]:
+    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix, norm into dst.
+
+    ``select`` (util0, split_util, ids1, N0, J, COLS0): level 0 of a frame small enough to be ranked
+    in registers, whose tile-mean kernel also selects both levels' tiles and writes ``ids``, ``ids1``.
+    """
     b, c, h, width = src.shape
     k = ids.shape[1]
     n, pixels = b * k, side * side
@@ -145,8 +151,13 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     mlp = bound(_token_mlp_kernel, MLP_CONFIGS, lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),),
                 (scanned, w["mlp_w1"], w["mlp_b1"], w["mlp_w2"], w["mlp_b2"], gamma_beta, n, c, hid),
                 {"HP": max(16, triton.next_power_of_2(hid)), "IEEE": ieee}, shape={})
-    mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
-                 (src, ids, tokens, c, h, width, k), {})
+    if select is None:
+        mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})
+    else:
+        util0, split_util, ids1, n0, j, cols0 = select
+        mean = bound(_select_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
+                     (src, util0, split_util, ids, ids1, tokens, c, h, width, k, n0, j, cols0),
+                     {"BLOCK": SELECT_BLOCK})
     dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
                (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k), {})
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
@@ -234,17 +245,20 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     # the gate first, on (features, features): alpha, and fused = features exactly
     gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
     fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
+    cols0 = features.shape[3] // (2 * tile_size)
+    # a frame of at most SELECT_BLOCK tiles is ranked inside level 0's tile means: one launch fewer
+    fold = n0 <= SELECT_BLOCK
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
-                           norm_eps, config_index, mix_on)
+                           norm_eps, config_index, mix_on,
+                           (util0, split_util, ids1, n0, split_parents, cols0) if fold else None)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
                            config_index, mix_on)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
-                          (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
-                           features.shape[3] // (2 * tile_size)),
+                          (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents, cols0),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    steps: list[Step] = [select, *gate.launches, *steps0, *steps1]
+    steps: list[Step] = [*([] if fold else [select]), *gate.launches, *steps0, *steps1]
     if pdl:
         steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
     outputs = {"fused": fused, "alpha": alpha}
@@ -252,6 +266,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index, "mix": mix_on,
+                "selection": "in level 0's tile means" if fold else "_select_kernel",
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}
     return Launcher(sequential(steps, outputs), outputs, launches, metadata)
 

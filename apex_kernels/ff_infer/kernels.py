@@ -93,9 +93,38 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BL
 
 
 @triton.jit
+def _frame_ranks(util, N0, K0, BLOCK: tl.constexpr):
+    """One frame of N0 <= BLOCK tiles, in registers: each tile's place in the descending order of
+    util (ties: the lower index), and whether it is among the top K0 (a parent)."""
+    i = tl.arange(0, BLOCK)
+    valid = i < N0
+    v = tl.load(util + i, mask=valid, other=0.0).to(tl.float32)
+    rank = _ranked_ahead(v, i, v, i, valid)
+    return i, rank, valid & (rank < K0)
+
+
+@triton.jit
+def _store_frame_ids(split, ids0, ids1, i, rank, parent, J, COLS0):
+    """ids0[rank] = tile; the four children of each of the top-J parents by split (ties: the lower
+    rank) at 4 * their place among the parents: both levels' ids as ``_select_kernel`` writes them."""
+    s = tl.load(split + i, mask=parent, other=0.0).to(tl.float32)
+    split_rank = _ranked_ahead(s, rank, s, rank, parent)
+    tl.store(ids0 + rank, i, mask=parent)
+    quad = tl.arange(0, 4)
+    rows = 2 * (i // COLS0)[:, None] + quad[None, :] // 2
+    cols = 2 * (i % COLS0)[:, None] + quad[None, :] % 2
+    tl.store(ids1 + 4 * split_rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
+             mask=(parent & (split_rank < J))[:, None])
+
+
+@triton.jit
 def _tile_pixels(ids_ptr, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
     """Image offset of tile n's frame, its pixels' in-image offsets and their mask."""
-    tile = tl.load(ids_ptr + n)
+    return _pixels_of(tl.load(ids_ptr + n), n, C, H, W, K, S, SSP)
+
+
+@triton.jit
+def _pixels_of(tile, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
     per_row = W // S
     p = tl.arange(0, SSP)
     pix = ((tile // per_row) * S + p // S) * W + (tile % per_row) * S + p % S
@@ -125,10 +154,36 @@ def _tile_mean_kernel(src_ptr, ids_ptr, tok_ptr, C, H, W, K,
     n = tl.program_id(0).to(tl.int64)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
+    _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S)
+
+
+@triton.jit
+def _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S: tl.constexpr):
     mask = (offs_c < C)[:, None] & valid[None, :]
     x = tl.load(src_ptr + img + offs_c[:, None] * (H * W) + pix[None, :], mask=mask, other=0.0)
     mean = tl.sum(x.to(tl.float32), axis=1) / (S * S)
     tl.store(tok_ptr + n * C + offs_c, mean.to(tok_ptr.dtype.element_ty), mask=offs_c < C)
+
+
+# A frame of at most SELECT_BLOCK level-0 tiles (64 at the fixed profile) is ranked in registers by
+# every program of level 0's tile means, each for its own tile, and one program a frame writes both
+# levels' ids for the kernels after it: the selection kernel, first in the chain, is not launched.
+@triton.autotune(configs=autotune_configs(MEAN_CONFIGS), key=["C", "K", "S"])
+@triton.jit
+def _select_tile_mean_kernel(src_ptr, util_ptr, split_ptr, ids0_ptr, ids1_ptr, tok_ptr, C, H, W, K, N0,
+                             J, COLS0, S: tl.constexpr, SSP: tl.constexpr, BLOCK: tl.constexpr,
+                             BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
+    """``_select_kernel`` and level 0's ``_tile_mean_kernel`` in one launch, for N0 <= BLOCK."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
+    n = tl.program_id(0).to(tl.int64)
+    b, k = n // K, n % K
+    i, rank, parent = _frame_ranks(util_ptr + b * N0, N0, K, BLOCK)
+    if (tl.program_id(1) == 0) & (k == 0):  # one program a frame writes the ids the later kernels read
+        _store_frame_ids(split_ptr + b * N0, ids0_ptr + b * K, ids1_ptr + b * 4 * J, i, rank, parent, J, COLS0)
+    tile = tl.sum(tl.where(parent & (rank == k), i, 0), axis=0)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    img, pix, valid = _pixels_of(tile, n, C, H, W, K, S, SSP)
+    _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S)
 
 
 @triton.jit
