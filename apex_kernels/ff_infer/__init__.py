@@ -1,13 +1,13 @@
 """Triton ff-infer: the two-level tile-refinement step from small Triton kernels (and cuBLAS).
 
 One call is 14 launches with no host synchronisation, so it can be captured in a CUDA
-graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), the
-fusion gate run first on (features, features), which writes alpha and a fused map equal
-to features, then per level a tile-mean kernel, the tilessm-scan kernel, the token MLP
-in one kernel (both GEMMs, biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix
-(one GEMM, bias fused: a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a
-group-norm + gated-ReLU + residual kernel that
-writes the refined tiles straight into the fused map. Level 0 overrides its tiles;
+graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), then per
+level a tile-mean kernel, the tilessm-scan kernel, the token MLP in one kernel (both GEMMs,
+biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix (one GEMM, bias fused:
+a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a group-norm +
+gated-ReLU + residual kernel that writes the refined tiles straight into the fused map; the
+fusion gate runs on (features, features) after level 0's MLP, which writes alpha and a fused
+map equal to features before level 0's norm writes into it. Level 0 overrides its tiles;
 level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
 which is the whole fusion gate there, since outside the level-1 tiles detail equals
 base. No dense map is copied and nothing but ``fused`` and ``alpha`` is written at map
@@ -16,7 +16,7 @@ size. docs/kernels-ff-infer.md has the design and the measurements.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -108,8 +108,10 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
            norm_eps: float, config_index: int | None, mix_on: str,
-           select: tuple | None = None) -> tuple[list[Step], dict[str, Any]]:
-    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix, norm into dst.
+           select: tuple | None = None, after_mlp: Sequence[Step] = ()
+           ) -> tuple[list[Step], dict[str, Any]]:
+    """One level's steps in order: tile means, scan, MLP, ``after_mlp``, modulate + depthwise, mix,
+    norm into dst.
 
     ``select`` (util0, split_util, ids1, N0, J, COLS0): level 0 of a frame small enough to be ranked
     in registers, whose tile-mean kernel also selects both levels' tiles and writes ``ids``, ``ids1``.
@@ -174,7 +176,7 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         _pointwise_mix_kernel, MIX_CONFIGS,
         lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"])),
         (depthwise, pw, pw_bias, mixed, rows, c), {"IEEE": ieee}, shape={})
-    steps: list[Step] = [mean, *scan.launches, mlp, dw, mix, norm]
+    steps: list[Step] = [mean, *scan.launches, mlp, *after_mlp, dw, mix, norm]
     return steps, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
@@ -242,7 +244,10 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     mix_on = mix or ("triton" if pdl else "cublas")
     ids0 = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)
     ids1 = torch.empty((b, 4 * split_parents), dtype=torch.int32, device=dev)
-    # the gate first, on (features, features): alpha, and fused = features exactly
+    # the gate on (features, features): alpha, and fused = features exactly. Level 0 reads only
+    # features until its norm writes its tiles into fused, so the gate runs among level 0's steps,
+    # after the token MLP: under dependent launch it starts at once, beside the MLP's one or two
+    # programs, and ends after it
     gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
     fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
     cols0 = features.shape[3] // (2 * tile_size)
@@ -250,7 +255,8 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     fold = n0 <= SELECT_BLOCK
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
                            norm_eps, config_index, mix_on,
-                           (util0, split_util, ids1, n0, split_parents, cols0) if fold else None)
+                           (util0, split_util, ids1, n0, split_parents, cols0) if fold else None,
+                           after_mlp=gate.launches)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
                            config_index, mix_on)
@@ -258,9 +264,11 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
                           (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents, cols0),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    steps: list[Step] = [*([] if fold else [select]), *gate.launches, *steps0, *steps1]
+    steps: list[Step] = [*([] if fold else [select]), *steps0, *steps1]
     if pdl:
-        steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
+        at_once = {id(launch) for launch in gate.launches}
+        steps = [dependent(s, at_once=id(s) in at_once) if isinstance(s, KernelLaunch) else s
+                 for s in steps]
     outputs = {"fused": fused, "alpha": alpha}
     launches = tuple(s for s in steps if isinstance(s, KernelLaunch))
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
