@@ -108,18 +108,21 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
            norm_eps: float, config_index: int | None, mix_on: str,
-           select: tuple | None = None, after_mlp: Sequence[Step] = ()
+           tokens: torch.Tensor, slots: torch.Tensor, select: tuple | None = None,
+           after_mlp: Sequence[Step] = (), children: torch.Tensor | None = None
            ) -> tuple[list[Step], dict[str, Any]]:
     """One level's steps in order: tile means, scan, MLP, ``after_mlp``, modulate + depthwise, mix,
     norm into dst.
 
     ``select`` (util0, split_util, ids1, N0, J, COLS0): level 0 of a frame small enough to be ranked
-    in registers, whose tile-mean kernel also selects both levels' tiles and writes ``ids``, ``ids1``.
+    in registers, whose tile-mean kernel also selects both levels' tiles and writes ``ids``, ``ids1``
+    and ``slots``. ``children`` (level 0): the next level's tokens, which this level's norm kernel
+    writes (the means of its split tiles' quadrants); level 1 then launches no tile means of its own.
+    ``slots`` (level 0: written; level 1: unused) is each level-0 tile's place among the split parents.
     """
     b, c, h, width = src.shape
     k = ids.shape[1]
     n, pixels = b * k, side * side
-    tokens = torch.empty((b, k, c), dtype=src.dtype, device=src.device)
     depthwise = torch.empty((n * pixels, c), dtype=src.dtype, device=src.device)
     # The one-launch walk even above 256 tiles: this path was checked and timed on the GPU
     # with it at the large profile (320 and 512 tiles); the scan's split path was not.
@@ -153,18 +156,21 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     mlp = bound(_token_mlp_kernel, MLP_CONFIGS, lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),),
                 (scanned, w["mlp_w1"], w["mlp_b1"], w["mlp_w2"], w["mlp_b2"], gamma_beta, n, c, hid),
                 {"HP": max(16, triton.next_power_of_2(hid)), "IEEE": ieee}, shape={})
-    if select is None:
-        mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})
-    else:
+    means: list[Step] = []
+    if select is not None:
         util0, split_util, ids1, n0, j, cols0 = select
-        mean = bound(_select_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
-                     (src, util0, split_util, ids, ids1, tokens, c, h, width, k, n0, j, cols0),
-                     {"BLOCK": SELECT_BLOCK})
+        means = [bound(_select_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
+                       (src, util0, split_util, ids, ids1, slots, tokens, c, h, width, k, n0, j, cols0),
+                       {"BLOCK": SELECT_BLOCK})]
+    elif alpha is None:  # level 0 (level 1's tokens come from level 0's norm kernel)
+        means = [bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})]
     dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
                (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k), {})
+    child_tokens = dst if children is None else children  # unread without CHILD_MEANS
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
-                 (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
-                  c, h, width, k, norm_eps), {"BLEND": alpha is not None})
+                 (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst, slots,
+                  child_tokens, c, h, width, k, child_tokens.shape[1] // 4, norm_eps),
+                 {"BLEND": alpha is not None, "CHILD_MEANS": children is not None})
     rows = n * pixels
     pw, pw_bias = w["pw_weight"], w["pw_bias"]
 
@@ -176,7 +182,7 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         _pointwise_mix_kernel, MIX_CONFIGS,
         lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"])),
         (depthwise, pw, pw_bias, mixed, rows, c), {"IEEE": ieee}, shape={})
-    steps: list[Step] = [mean, *scan.launches, mlp, *after_mlp, dw, mix, norm]
+    steps: list[Step] = [*means, *scan.launches, mlp, *after_mlp, dw, mix, norm]
     return steps, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
@@ -244,6 +250,10 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     mix_on = mix or ("triton" if pdl else "cublas")
     ids0 = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)
     ids1 = torch.empty((b, 4 * split_parents), dtype=torch.int32, device=dev)
+    slots = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)  # each parent's place among the split
+    c = features.shape[1]
+    tokens0 = torch.empty((b, level0_tiles, c), dtype=features.dtype, device=dev)
+    tokens1 = torch.empty((b, 4 * split_parents, c), dtype=features.dtype, device=dev)
     # the gate on (features, features): alpha, and fused = features exactly. Level 0 reads only
     # features until its norm writes its tiles into fused, so the gate runs among level 0's steps,
     # after the token MLP: under dependent launch it starts at once, beside the MLP's one or two
@@ -253,16 +263,18 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     cols0 = features.shape[3] // (2 * tile_size)
     # a frame of at most SELECT_BLOCK tiles is ranked inside level 0's tile means: one launch fewer
     fold = n0 <= SELECT_BLOCK
+    # level 0's norm kernel writes level 1's tokens, the means of its split tiles' quadrants as it
+    # stores them: level 1's tile means are not launched
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
-                           norm_eps, config_index, mix_on,
+                           norm_eps, config_index, mix_on, tokens0, slots,
                            (util0, split_util, ids1, n0, split_parents, cols0) if fold else None,
-                           after_mlp=gate.launches)
+                           after_mlp=gate.launches, children=tokens1)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
-                           config_index, mix_on)
+                           config_index, mix_on, tokens1, slots)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
-                          (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents, cols0),
+                          (util0, split_util, ids0, ids1, slots, n0, level0_tiles, split_parents, cols0),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
     steps: list[Step] = [*([] if fold else [select]), *steps0, *steps1]
     if pdl:
@@ -275,6 +287,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index, "mix": mix_on,
                 "selection": "in level 0's tile means" if fold else "_select_kernel",
+                "level1_means": "in level 0's norm kernel",
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}
     return Launcher(sequential(steps, outputs), outputs, launches, metadata)
 
