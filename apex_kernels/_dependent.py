@@ -27,9 +27,21 @@ from apex_kernels._utils import KernelLaunch, interpreting
 
 @triton.jit
 def await_previous(PDL: tl.constexpr):
-    if PDL:
+    if PDL == 1:
         tl.extra.cuda.gdc_wait()  # every write of the kernel before is visible from here on
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may launch; its own wait holds it
+    if PDL == 2:  # a kernel that reads nothing the kernels before it write: it starts at once
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def await_previous_at_end(PDL: tl.constexpr):
+    """The last statement of a kernel that can start at once (``dependent(..., at_once=True)``).
+
+    The kernel after it waits only for this one to end; ending after the kernel before it keeps
+    everything the chain wrote before visible to that next kernel, as a wait at the top would."""
+    if PDL == 2:
+        tl.extra.cuda.gdc_wait()
 
 
 def dependent_launches_run_on(device: torch.device) -> bool:
@@ -39,6 +51,10 @@ def dependent_launches_run_on(device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
-def dependent(launch: KernelLaunch) -> KernelLaunch:
-    """``launch`` started under programmatic dependent launch; its kernel takes ``PDL``."""
-    return replace(launch, meta={**launch.meta, "PDL": 1, "launch_pdl": True})
+def dependent(launch: KernelLaunch, at_once: bool = False) -> KernelLaunch:
+    """``launch`` started under programmatic dependent launch; its kernel takes ``PDL``.
+
+    ``at_once``: the kernel reads nothing the kernels before it in the chain write, so its
+    programs start without waiting and run beside the kernel before it; they wait for it only
+    before they end (its kernel must end in ``await_previous_at_end(PDL)``)."""
+    return replace(launch, meta={**launch.meta, "PDL": 2 if at_once else 1, "launch_pdl": True})

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from apex_kernels._dependent import await_previous
+from apex_kernels._dependent import await_previous, await_previous_at_end
 from apex_kernels._utils import (
     KernelLaunch,
     Launcher,
@@ -96,7 +96,7 @@ def _fusiongate_kernel(
     BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, C_ITERS: tl.constexpr,
     LOAD_EVICTION: tl.constexpr = "evict_first", PDL: tl.constexpr = 0,
 ):
-    await_previous(PDL)  # under a dependent launch: wait for the kernel before
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before (PDL 2: start at once)
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_b = tl.program_id(2).to(tl.int64)  # B * C * HW may pass 2**31
@@ -128,6 +128,7 @@ def _fusiongate_kernel(
                          eviction_policy=LOAD_EVICTION).to(tl.float32)
         fused = base + alpha_row * (detail - base)
         tl.store(fused_ptr + img + offs, fused.to(fused_ptr.dtype.element_ty), mask=mask)
+    await_previous_at_end(PDL)  # started at once (PDL 2): end after the kernel before it
 
 
 def shape_reason(batch: int, channels: int, height: int, width: int) -> str | None:

@@ -1,13 +1,13 @@
 """Triton ff-infer: the two-level tile-refinement step from small Triton kernels (and cuBLAS).
 
 One call is 14 launches with no host synchronisation, so it can be captured in a CUDA
-graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), the
-fusion gate run first on (features, features), which writes alpha and a fused map equal
-to features, then per level a tile-mean kernel, the tilessm-scan kernel, the token MLP
-in one kernel (both GEMMs, biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix
-(one GEMM, bias fused: a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a
-group-norm + gated-ReLU + residual kernel that
-writes the refined tiles straight into the fused map. Level 0 overrides its tiles;
+graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), then per
+level a tile-mean kernel, the tilessm-scan kernel, the token MLP in one kernel (both GEMMs,
+biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix (one GEMM, bias fused:
+a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a group-norm +
+gated-ReLU + residual kernel that writes the refined tiles straight into the fused map; the
+fusion gate runs on (features, features) after level 0's MLP, which writes alpha and a fused
+map equal to features before level 0's norm writes into it. Level 0 overrides its tiles;
 level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
 which is the whole fusion gate there, since outside the level-1 tiles detail equals
 base. No dense map is copied and nothing but ``fused`` and ``alpha`` is written at map
@@ -16,7 +16,7 @@ size. docs/kernels-ff-infer.md has the design and the measurements.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -46,6 +46,7 @@ from apex_kernels.ff_infer.kernels import (
     _norm_gate_kernel,
     _pointwise_mix_kernel,
     _select_kernel,
+    _select_tile_mean_kernel,
     _tile_mean_kernel,
     _token_mlp_kernel,
 )
@@ -106,12 +107,22 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
-           norm_eps: float, config_index: int | None, mix_on: str) -> tuple[list[Step], dict[str, Any]]:
-    """One level's steps in order: tile means, scan, MLP, modulate + depthwise, mix, norm into dst."""
+           norm_eps: float, config_index: int | None, mix_on: str,
+           tokens: torch.Tensor, slots: torch.Tensor, select: tuple | None = None,
+           after_mlp: Sequence[Step] = (), children: torch.Tensor | None = None
+           ) -> tuple[list[Step], dict[str, Any]]:
+    """One level's steps in order: tile means, scan, MLP, ``after_mlp``, modulate + depthwise, mix,
+    norm into dst.
+
+    ``select`` (util0, split_util, ids1, N0, J, COLS0): level 0 of a frame small enough to be ranked
+    in registers, whose tile-mean kernel also selects both levels' tiles and writes ``ids``, ``ids1``
+    and ``slots``. ``children`` (level 0): the next level's tokens, which this level's norm kernel
+    writes (the means of its split tiles' quadrants); level 1 then launches no tile means of its own.
+    ``slots`` (level 0: written; level 1: unused) is each level-0 tile's place among the split parents.
+    """
     b, c, h, width = src.shape
     k = ids.shape[1]
     n, pixels = b * k, side * side
-    tokens = torch.empty((b, k, c), dtype=src.dtype, device=src.device)
     depthwise = torch.empty((n * pixels, c), dtype=src.dtype, device=src.device)
     # The one-launch walk even above 256 tiles: this path was checked and timed on the GPU
     # with it at the large profile (320 and 512 tiles); the scan's split path was not.
@@ -145,13 +156,21 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     mlp = bound(_token_mlp_kernel, MLP_CONFIGS, lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),),
                 (scanned, w["mlp_w1"], w["mlp_b1"], w["mlp_w2"], w["mlp_b2"], gamma_beta, n, c, hid),
                 {"HP": max(16, triton.next_power_of_2(hid)), "IEEE": ieee}, shape={})
-    mean = bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
-                 (src, ids, tokens, c, h, width, k), {})
+    means: list[Step] = []
+    if select is not None:
+        util0, split_util, ids1, n0, j, cols0 = select
+        means = [bound(_select_tile_mean_kernel, MEAN_CONFIGS, channel_grid,
+                       (src, util0, split_util, ids, ids1, slots, tokens, c, h, width, k, n0, j, cols0),
+                       {"BLOCK": SELECT_BLOCK})]
+    elif alpha is None:  # level 0 (level 1's tokens come from level 0's norm kernel)
+        means = [bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})]
     dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
                (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k), {})
+    child_tokens = dst if children is None else children  # unread without CHILD_MEANS
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
-                 (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst,
-                  c, h, width, k, norm_eps), {"BLEND": alpha is not None})
+                 (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst, slots,
+                  child_tokens, c, h, width, k, child_tokens.shape[1] // 4, norm_eps),
+                 {"BLEND": alpha is not None, "CHILD_MEANS": children is not None})
     rows = n * pixels
     pw, pw_bias = w["pw_weight"], w["pw_bias"]
 
@@ -163,7 +182,7 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         _pointwise_mix_kernel, MIX_CONFIGS,
         lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"])),
         (depthwise, pw, pw_bias, mixed, rows, c), {"IEEE": ieee}, shape={})
-    steps: list[Step] = [mean, *scan.launches, mlp, dw, mix, norm]
+    steps: list[Step] = [*means, *scan.launches, mlp, *after_mlp, dw, mix, norm]
     return steps, {"tiles": k, "side": side, "scan": scan.metadata}
 
 
@@ -207,7 +226,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     ``level_weight_shapes`` names them; gate scalars ``wb``, ``wu``, ``bias`` 0-dim. Level 0
     refines the top ``level0_tiles`` tiles, level 1 the four children of the best
     ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
-    config ``i`` (mod each list) of this module's five autotuned kernels. ``mix`` names who runs
+    config ``i`` (mod each list) of this module's six autotuned kernels. ``mix`` names who runs
     the pointwise mix, ``"triton"`` or ``"cublas"``; None: Triton where the call launches dependently
     (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster.
     """
@@ -231,27 +250,44 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     mix_on = mix or ("triton" if pdl else "cublas")
     ids0 = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)
     ids1 = torch.empty((b, 4 * split_parents), dtype=torch.int32, device=dev)
-    # the gate first, on (features, features): alpha, and fused = features exactly
+    slots = torch.empty((b, level0_tiles), dtype=torch.int32, device=dev)  # each parent's place among the split
+    c = features.shape[1]
+    tokens0 = torch.empty((b, level0_tiles, c), dtype=features.dtype, device=dev)
+    tokens1 = torch.empty((b, 4 * split_parents, c), dtype=features.dtype, device=dev)
+    # the gate on (features, features): alpha, and fused = features exactly. Level 0 reads only
+    # features until its norm writes its tiles into fused, so the gate runs among level 0's steps,
+    # after the token MLP: under dependent launch it starts at once, beside the MLP's one or two
+    # programs, and ends after it
     gate = fusiongate.fusiongate_launcher(boundary, uncertainty, features, features, wb, wu, bias)
     fused, alpha = gate.outputs["fused"], gate.outputs["alpha"]
+    cols0 = features.shape[3] // (2 * tile_size)
+    # a frame of at most SELECT_BLOCK tiles is ranked inside level 0's tile means: one launch fewer
+    fold = n0 <= SELECT_BLOCK
+    # level 0's norm kernel writes level 1's tokens, the means of its split tiles' quadrants as it
+    # stores them: level 1's tile means are not launched
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
-                           norm_eps, config_index, mix_on)
+                           norm_eps, config_index, mix_on, tokens0, slots,
+                           (util0, split_util, ids1, n0, split_parents, cols0) if fold else None,
+                           after_mlp=gate.launches, children=tokens1)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
-                           config_index, mix_on)
+                           config_index, mix_on, tokens1, slots)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
-                          (util0, split_util, ids0, ids1, n0, level0_tiles, split_parents,
-                           features.shape[3] // (2 * tile_size)),
+                          (util0, split_util, ids0, ids1, slots, n0, level0_tiles, split_parents, cols0),
                           select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    steps: list[Step] = [select, *gate.launches, *steps0, *steps1]
+    steps: list[Step] = [*([] if fold else [select]), *steps0, *steps1]
     if pdl:
-        steps = [dependent(s) if isinstance(s, KernelLaunch) else s for s in steps]
+        at_once = {id(launch) for launch in gate.launches}
+        steps = [dependent(s, at_once=id(s) in at_once) if isinstance(s, KernelLaunch) else s
+                 for s in steps]
     outputs = {"fused": fused, "alpha": alpha}
     launches = tuple(s for s in steps if isinstance(s, KernelLaunch))
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index, "mix": mix_on,
+                "selection": "in level 0's tile means" if fold else "_select_kernel",
+                "level1_means": "in level 0's norm kernel",
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}
     return Launcher(sequential(steps, outputs), outputs, launches, metadata)
 

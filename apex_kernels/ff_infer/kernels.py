@@ -52,9 +52,10 @@ def _ranked_ahead(v_i, i, v_j, j, valid_j):
 
 
 @triton.jit
-def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr,
+def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, N0, K0, J, COLS0, BLOCK: tl.constexpr,
                    PDL: tl.constexpr = 0):
-    """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util."""
+    """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util;
+    slot[k] = the place of level-0 tile k among those parents, -1 if it is not one."""
     # dependent too, so that it lets the gate launch early (whatever ran before it is waited for)
     await_previous(PDL)
     b = tl.program_id(0).to(tl.int64)
@@ -62,6 +63,7 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BL
     split = split_ptr + b * N0
     ids0 = ids0_ptr + b * K0
     ids1 = ids1_ptr + b * 4 * J
+    slot = slot_ptr + b * K0
     lanes = tl.arange(0, BLOCK)
     # a tile's rank is its position in the descending order: scatter it there if < K0
     for i0 in range(0, N0, BLOCK):
@@ -90,12 +92,44 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, N0, K0, J, COLS0, BL
         cols = 2 * (parent % COLS0)[:, None] + quad[None, :] % 2
         tl.store(ids1 + 4 * rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
                  mask=((k < K0) & (rank < J))[:, None])
+        tl.store(slot + k, tl.where(rank < J, rank, -1), mask=k < K0)
+
+
+@triton.jit
+def _frame_ranks(util, N0, K0, BLOCK: tl.constexpr):
+    """One frame of N0 <= BLOCK tiles, in registers: each tile's place in the descending order of
+    util (ties: the lower index), and whether it is among the top K0 (a parent)."""
+    i = tl.arange(0, BLOCK)
+    valid = i < N0
+    v = tl.load(util + i, mask=valid, other=0.0).to(tl.float32)
+    rank = _ranked_ahead(v, i, v, i, valid)
+    return i, rank, valid & (rank < K0)
+
+
+@triton.jit
+def _store_frame_ids(split, ids0, ids1, slot, i, rank, parent, J, COLS0):
+    """ids0[rank] = tile; the four children of each of the top-J parents by split (ties: the lower
+    rank) at 4 * their place among the parents, and that place in slot[rank] (-1 for the others):
+    both levels' ids as ``_select_kernel`` writes them."""
+    s = tl.load(split + i, mask=parent, other=0.0).to(tl.float32)
+    split_rank = _ranked_ahead(s, rank, s, rank, parent)
+    tl.store(ids0 + rank, i, mask=parent)
+    tl.store(slot + rank, tl.where(split_rank < J, split_rank, -1), mask=parent)
+    quad = tl.arange(0, 4)
+    rows = 2 * (i // COLS0)[:, None] + quad[None, :] // 2
+    cols = 2 * (i % COLS0)[:, None] + quad[None, :] % 2
+    tl.store(ids1 + 4 * split_rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
+             mask=(parent & (split_rank < J))[:, None])
 
 
 @triton.jit
 def _tile_pixels(ids_ptr, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
     """Image offset of tile n's frame, its pixels' in-image offsets and their mask."""
-    tile = tl.load(ids_ptr + n)
+    return _pixels_of(tl.load(ids_ptr + n), n, C, H, W, K, S, SSP)
+
+
+@triton.jit
+def _pixels_of(tile, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
     per_row = W // S
     p = tl.arange(0, SSP)
     pix = ((tile // per_row) * S + p // S) * W + (tile % per_row) * S + p % S
@@ -125,10 +159,38 @@ def _tile_mean_kernel(src_ptr, ids_ptr, tok_ptr, C, H, W, K,
     n = tl.program_id(0).to(tl.int64)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
+    _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S)
+
+
+@triton.jit
+def _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S: tl.constexpr):
     mask = (offs_c < C)[:, None] & valid[None, :]
     x = tl.load(src_ptr + img + offs_c[:, None] * (H * W) + pix[None, :], mask=mask, other=0.0)
     mean = tl.sum(x.to(tl.float32), axis=1) / (S * S)
     tl.store(tok_ptr + n * C + offs_c, mean.to(tok_ptr.dtype.element_ty), mask=offs_c < C)
+
+
+# A frame of at most SELECT_BLOCK level-0 tiles (64 at the fixed profile) is ranked in registers by
+# every program of level 0's tile means, each for its own tile, and one program a frame writes both
+# levels' ids for the kernels after it: the selection kernel, first in the chain, is not launched.
+@triton.autotune(configs=autotune_configs(MEAN_CONFIGS), key=["C", "K", "S"])
+@triton.jit
+def _select_tile_mean_kernel(src_ptr, util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, tok_ptr, C, H, W, K,
+                             N0,
+                             J, COLS0, S: tl.constexpr, SSP: tl.constexpr, BLOCK: tl.constexpr,
+                             BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
+    """``_select_kernel`` and level 0's ``_tile_mean_kernel`` in one launch, for N0 <= BLOCK."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
+    n = tl.program_id(0).to(tl.int64)
+    b, k = n // K, n % K
+    i, rank, parent = _frame_ranks(util_ptr + b * N0, N0, K, BLOCK)
+    if (tl.program_id(1) == 0) & (k == 0):  # one program a frame writes the ids the later kernels read
+        _store_frame_ids(split_ptr + b * N0, ids0_ptr + b * K, ids1_ptr + b * 4 * J, slot_ptr + b * K, i, rank,
+                         parent, J, COLS0)
+    tile = tl.sum(tl.where(parent & (rank == k), i, 0), axis=0)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    img, pix, valid = _pixels_of(tile, n, C, H, W, K, S, SSP)
+    _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S)
 
 
 @triton.jit
@@ -242,10 +304,14 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
                  restore_value=["dst_ptr"])  # level 1 updates dst in place: undo tuning runs
 @triton.jit
 def _norm_gate_kernel(src_ptr, ids_ptr, gb_ptr, u_ptr, nw_ptr, nb_ptr, vs_ptr, vb_ptr, gs_ptr,
-                      gsh_ptr, alpha_ptr, dst_ptr, C, H, W, K, EPS,
-                      S: tl.constexpr, SSP: tl.constexpr, BLEND: tl.constexpr,
+                      gsh_ptr, alpha_ptr, dst_ptr, slot_ptr, child_tok_ptr, C, H, W, K, J, EPS,
+                      S: tl.constexpr, SSP: tl.constexpr, BLEND: tl.constexpr, CHILD_MEANS: tl.constexpr,
                       BLOCK_C: tl.constexpr, CSPLIT: tl.constexpr, PDL: tl.constexpr = 0):
-    """Group norm of tile n of U, gated ReLU, + the modulated tile; stored (or blended) in dst."""
+    """Group norm of tile n of U, gated ReLU, + the modulated tile; stored (or blended) in dst.
+
+    CHILD_MEANS (level 0): a tile that is the ``slot[n]``-th of the J split parents also stores
+    the next level's tokens, the means of its four quadrants (its children) as stored in dst, at
+    ``child_tok[b, 4 slot + q]``: level 1's tile-mean kernel is not launched."""
     await_previous(PDL)  # under a dependent launch: wait for the kernel before
     n = tl.program_id(0).to(tl.int64)
     img, pix, valid = _tile_pixels(ids_ptr, n, C, H, W, K, S, SSP)
@@ -267,6 +333,11 @@ def _norm_gate_kernel(src_ptr, ids_ptr, gb_ptr, u_ptr, nw_ptr, nb_ptr, vs_ptr, v
     var = tl.maximum(tl.sum(tl.sum(acc_sq, axis=1), axis=0) / (C * S * S) - mean_d * mean_d, 0.0)
     mean = pivot + mean_d
     rstd = 1.0 / tl.sqrt(var + EPS)
+    # quadrant q = 2 * (lower half) + (right half): the children row-major, as the selection numbers them
+    quad = (p // S >= S // 2).to(tl.int32) * 2 + (p % S >= S // 2).to(tl.int32)
+    slot = -1
+    if CHILD_MEANS:
+        slot = tl.load(slot_ptr + n)
     for c0 in range(tl.program_id(1) * BLOCK_C, C, CSPLIT * BLOCK_C):
         offs_c = c0 + tl.arange(0, BLOCK_C)
         mask_c = offs_c < C
@@ -289,3 +360,10 @@ def _norm_gate_kernel(src_ptr, ids_ptr, gb_ptr, u_ptr, nw_ptr, nb_ptr, vs_ptr, v
             base = raw.to(tl.float32)
             out = (base + alpha[None, :] * (out.to(tl.float32) - base)).to(raw.dtype)
         tl.store(dst_ptr + offs, out, mask=mask)
+        if CHILD_MEANS:  # noqa: SIM102 (compile time, then run time)
+            if slot >= 0:  # fp32 sums of the stored values, rounded once, as the tile-mean kernel
+                child_tok = child_tok_ptr + ((n // K) * 4 * J + 4 * slot) * C + offs_c
+                stored = tl.where(mask, out.to(tl.float32), 0.0)
+                for q in tl.static_range(4):
+                    child_mean = tl.sum(tl.where((quad == q)[None, :], stored, 0.0), axis=1) / (S * S // 4)
+                    tl.store(child_tok + q * C, child_mean.to(child_tok_ptr.dtype.element_ty), mask=mask_c)

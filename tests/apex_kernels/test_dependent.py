@@ -29,6 +29,28 @@ def test_a_dependent_launch_sets_the_launch_flag_and_the_kernel_s_wait_together(
         assert {k: v for k, v in started.meta.items() if k not in ("PDL", "launch_pdl")} == launch.meta
 
 
+def test_the_gate_starts_at_once_among_level_0_s_steps_and_waits_before_it_ends(monkeypatch) -> None:
+    # bound as on a GPU that launches dependently (binding launches nothing)
+    monkeypatch.setattr(ff_infer, "dependent_launch_reason", lambda *_: None)
+    workload = FFInfer()
+    case = workload.cases(workload.make_params("smoke", {}))[0]
+    launcher = triton_ops.FF_INFER.bind(workload, case, workload.make_inputs(case, "cpu", torch.float32, 0))
+    names = [launch.kernel_name for launch in launcher.launches]
+    # the smoke frame is ranked inside level 0's tile means: no selection kernel first
+    level0 = ["_select_tile_mean_kernel", "_ssm_scan_kernel", "_token_mlp_kernel", "_fusiongate_kernel",
+              "_modulate_dw_kernel", "_pointwise_mix_kernel", "_norm_gate_kernel"]
+    assert names[:7] == level0
+    assert "_fusiongate_kernel" not in names[7:]
+    for launch in launcher.launches:
+        at_once = launch.kernel_name == "_fusiongate_kernel"
+        assert launch.meta["PDL"] == (2 if at_once else 1), launch.kernel_name
+        body = launch.kernel
+        while hasattr(body, "fn"):
+            body = body.fn
+        # started at once, it must end after the kernel before it, or the next one could run first
+        assert ("await_previous_at_end(PDL)" in inspect.getsource(body)) or not at_once
+
+
 @pytest.mark.interpreter
 def test_no_dependent_launches_on_the_cpu_or_in_the_interpreter() -> None:
     assert not dependent_launches_run_on(torch.device("cpu"))
