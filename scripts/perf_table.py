@@ -5,6 +5,7 @@ Prints one Markdown table per report: p50 per backend, minimal bytes and FLOPs, 
 roofline floor (minimal bytes / measured copy bandwidth) and the fraction of it reached.
 With --methods, one table over all the reports instead: a row per cell, a column per
 report (its timing method), p50 in us, plus the host cost and kernels per call where known.
+With --versus A,B, one table per report: a row per cell, A's and B's p50 in us and A / B.
 """
 
 from __future__ import annotations
@@ -70,12 +71,33 @@ def methods_table(paths: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def versus_table(report: dict, first: str, second: str) -> str:
+    """A row per cell: the two backends' p50 in us (or their status) and the first over the second."""
+    by: dict[str, dict[str, tuple[str, float | None]]] = {}
+    for c in report["benchmarks"]:
+        p50 = (c.get("stats") or {}).get("p50_ms") if c["status"] == "ok" else None
+        by.setdefault(f"{c['workload']}/{c['case']}", {})[c["backend"]] = (c["status"], p50)
+    lines = [f"| cell | {first} us | {second} us | {first} / {second} |", "| --- | --- | --- | --- |"]
+    for cell, b in by.items():
+        a, k = (b.get(name, ("absent", None)) for name in (first, second))
+        texts = [f"{1e3 * v[1]:.3f}" if v[1] else v[0] for v in (a, k)]
+        ratio = f"{a[1] / k[1]:.2f}" if a[1] and k[1] else "–"
+        lines.append(f"| {cell} | {texts[0]} | {texts[1]} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bandwidth", help="JSON from scripts/copy_bandwidth.py")
     parser.add_argument("--methods", action="store_true", help="one table, a column per report")
+    parser.add_argument("--versus", metavar="A,B", help="a table per report: backend A against backend B")
     parser.add_argument("reports", nargs="+")
     args = parser.parse_args()
+    if args.versus:
+        first, _, second = args.versus.partition(",")
+        for path in args.reports:
+            print(versus_table(json.loads(Path(path).read_text()), first, second), end="")
+        return
     if args.methods:
         print(methods_table(args.reports))
         return

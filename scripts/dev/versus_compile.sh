@@ -26,19 +26,7 @@ for spec in $specs; do
     > "$work/$profile.log" 2>&1
   echo "$profile: exit $? after $(( $(date +%s) - start )) s" | tee -a "$work/steps.txt"
   [ -f "$work/$profile.json" ] || echo "$profile: no report (see $profile.log)"
-  [ -f "$work/$profile.json" ] && python3 - "$work/$profile.json" <<'PY' | tee "$work/$profile-versus.md"
-import json, sys
-cells = json.load(open(sys.argv[1]))["benchmarks"]
-by = {}
-for c in cells:
-    p50 = (c.get("stats") or {}).get("p50_ms") if c["status"] == "ok" else None
-    by.setdefault(f"{c['workload']}/{c['case']}", {})[c["backend"]] = (c["status"], p50)
-print("| cell | triton us | torch-compile us | triton / torch-compile |\n| --- | --- | --- | --- |")
-for cell, b in by.items():
-    t, k = (b.get(name, ("absent", None)) for name in ("triton", "torch-compile"))
-    text = [f"{1e3 * v[1]:.3f}" if v[1] else v[0] for v in (t, k)]
-    ratio = f"{t[1] / k[1]:.2f}" if t[1] and k[1] else "–"
-    print(f"| {cell} | {text[0]} | {text[1]} | {ratio} |")
-PY
+  [ -f "$work/$profile.json" ] && python3 scripts/perf_table.py --versus triton,torch-compile "$work/$profile.json" \
+    | tee "$work/$profile-versus.md"
   tar czf "$OUT_DIR/versus.tgz" -C "$work" .
 done
