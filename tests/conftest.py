@@ -25,6 +25,10 @@ os.environ["TRITON_INTERPRET"] = "0" if KERNEL_DEVICE == "cuda" else "1"
 # process gets a history of its own; a test about the default path names its own environment.
 _HISTORY_FOLDER = Path(tempfile.mkdtemp(prefix="apex-bench-test-history-"))
 os.environ["APEX_BENCH_HISTORY"] = str(_HISTORY_FOLDER / "history.sqlite")
+# Importing torch._dynamo (a test module that compiles in its own process) writes Inductor's
+# default cache folder into os.environ, in every worker that collects that module. A CLI the tests
+# start must see the environment the run began with, where apex-bench picks its own cache folders.
+_INDUCTOR_CACHE_SET_BY_USER = "TORCHINDUCTOR_CACHE_DIR" in os.environ
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SOURCE = ROOT / "tests" / "plugins"
@@ -76,9 +80,12 @@ def plugin_on_path(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run ``apex-bench`` as a user would, in a child process."""
+    inherited = dict(os.environ)
+    if not _INDUCTOR_CACHE_SET_BY_USER:
+        inherited.pop("TORCHINDUCTOR_CACHE_DIR", None)
     return subprocess.run(
         [sys.executable, "-m", "apex_core.cli.main", *args],
-        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        cwd=cwd, env={**inherited, **(env or {})}, capture_output=True, text=True,
         timeout=timeout,
     )
 
