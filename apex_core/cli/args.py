@@ -113,10 +113,10 @@ def add_sampling_args(parser: argparse.ArgumentParser, unit: str) -> argparse._A
                           "(interleaved), or the cell's rounds averaged with those of every earlier cell of "
                           "its worker process (pooled)")
     tim.add_argument("--placements", type=positive_int, default=DEFAULT_PLACEMENTS, metavar="N",
-                     help="CUDA cells of backends that can prepare again (triton, torch-reference): make "
-                          f"the inputs N times at other device addresses and take the samples from each in "
-                          f"turn, since a kernel's time depends on where its data lies (default "
-                          f"{DEFAULT_PLACEMENTS}; 1: one placement, as a single process sees)")
+                     help="CUDA cells of backends that can prepare again (triton, torch-reference, "
+                          "torch-compile): make the inputs N times at other device addresses and take the "
+                          "samples from each in turn, since a kernel's time depends on where its data lies "
+                          f"(default {DEFAULT_PLACEMENTS}; 1: one placement, as a single process sees)")
     tim.add_argument("--retune", action="store_true",
                      help="autotune every Triton kernel and shape in this run instead of starting from "
                           "the configurations shipped for this GPU model (alias of --backend-opt "
