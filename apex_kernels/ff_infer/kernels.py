@@ -76,7 +76,6 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, N0, K0, J,
             rank += _ranked_ahead(v_i, i, v_j, j, j < N0)
         tl.store(ids0 + rank, i, mask=(i < N0) & (rank < K0))
     tl.debug_barrier()  # ids0 written by some threads is read back by others
-    quad = tl.arange(0, 4)
     for k0 in range(0, K0, BLOCK):
         k = k0 + lanes
         parent = tl.load(ids0 + k, mask=k < K0, other=0)
@@ -87,12 +86,20 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, N0, K0, J,
             v_j = tl.load(split + tl.load(ids0 + j, mask=j < K0, other=0), mask=j < K0,
                           other=0.0).to(tl.float32)
             rank += _ranked_ahead(v_k, k, v_j, j, j < K0)
-        # children row-major inside the parent, on the grid of half the tile size
-        rows = 2 * (parent // COLS0)[:, None] + quad[None, :] // 2
-        cols = 2 * (parent % COLS0)[:, None] + quad[None, :] % 2
-        tl.store(ids1 + 4 * rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
-                 mask=((k < K0) & (rank < J))[:, None])
-        tl.store(slot + k, tl.where(rank < J, rank, -1), mask=k < K0)
+        _store_children(ids1, slot, k, parent, rank, k < K0, J, COLS0)
+
+
+@triton.jit
+def _store_children(ids1, slot, place, parent, split_rank, valid, J, COLS0):
+    """For the level-0 parents at ``place`` among the top K0: ``slot[place]`` = their place among the
+    J split ones (-1 for the others), and a split one's four children at ``ids1[4 split_rank + q]``,
+    row-major inside the parent, on the grid of half the tile size."""
+    tl.store(slot + place, tl.where(split_rank < J, split_rank, -1), mask=valid)
+    quad = tl.arange(0, 4)
+    rows = 2 * (parent // COLS0)[:, None] + quad[None, :] // 2
+    cols = 2 * (parent % COLS0)[:, None] + quad[None, :] % 2
+    tl.store(ids1 + 4 * split_rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
+             mask=(valid & (split_rank < J))[:, None])
 
 
 @triton.jit
@@ -114,12 +121,7 @@ def _store_frame_ids(split, ids0, ids1, slot, i, rank, parent, J, COLS0):
     s = tl.load(split + i, mask=parent, other=0.0).to(tl.float32)
     split_rank = _ranked_ahead(s, rank, s, rank, parent)
     tl.store(ids0 + rank, i, mask=parent)
-    tl.store(slot + rank, tl.where(split_rank < J, split_rank, -1), mask=parent)
-    quad = tl.arange(0, 4)
-    rows = 2 * (i // COLS0)[:, None] + quad[None, :] // 2
-    cols = 2 * (i % COLS0)[:, None] + quad[None, :] % 2
-    tl.store(ids1 + 4 * split_rank[:, None] + quad[None, :], rows * (2 * COLS0) + cols,
-             mask=(parent & (split_rank < J))[:, None])
+    _store_children(ids1, slot, rank, i, split_rank, parent, J, COLS0)
 
 
 @triton.jit
@@ -176,8 +178,7 @@ def _store_tile_mean(src_ptr, tok_ptr, n, offs_c, img, pix, valid, C, H, W, S: t
 @triton.autotune(configs=autotune_configs(MEAN_CONFIGS), key=["C", "K", "S"])
 @triton.jit
 def _select_tile_mean_kernel(src_ptr, util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, tok_ptr, C, H, W, K,
-                             N0,
-                             J, COLS0, S: tl.constexpr, SSP: tl.constexpr, BLOCK: tl.constexpr,
+                             N0, J, COLS0, S: tl.constexpr, SSP: tl.constexpr, BLOCK: tl.constexpr,
                              BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
     """``_select_kernel`` and level 0's ``_tile_mean_kernel`` in one launch, for N0 <= BLOCK."""
     await_previous(PDL)  # under a dependent launch: wait for the kernel before
