@@ -83,19 +83,24 @@ def run_depthwise(vec: bool, side: int, index: int, dtype: torch.dtype, seed: in
     n = ids.numel()
     gamma_beta = torch.randn((n, 2 * channels), generator=gen).to(dtype)
     weight = torch.randn((channels, 1, 3, 3), generator=gen).to(dtype)
-    out = torch.full((n * side * side, channels), float("nan"), dtype=dtype)
+    guard = 8  # rows past D, left NaN unless a kernel writes outside its tiles' pixels
+    out = torch.full((n * side * side + guard, channels), float("nan"), dtype=dtype)
     src, ids, gamma_beta, weight, out = (t.to(KERNEL_DEVICE) for t in (src, ids, gamma_beta, weight, out))
     kernel = kernels._modulate_dw_vec_kernel if vec else kernels._modulate_dw_kernel
     kernel, meta = pin_config(kernel, kernels.DW_CONFIGS[index])
-    pixels = {"SGP": triton.next_power_of_2(side * side // 4)} if vec else {"SSP": side * side}
+    pixels = {"SGP": triton.next_power_of_2(side * side // 4)} if vec else \
+        {"SSP": triton.next_power_of_2(side * side)}
     grid = (n, triton.cdiv(channels, meta["BLOCK_C"]))
     kernel[grid](src, ids, gamma_beta, weight, out, channels, height, width, ids.shape[1], S=side,
                  **pixels, **meta)
-    return out.cpu()
+    out = out.cpu()
+    assert out[n * side * side:].isnan().all(), "a write past D"
+    return out[:n * side * side]
 
 
 @pytest.mark.parametrize("index", range(len(kernels.DW_CONFIGS)))
-@pytest.mark.parametrize("side", [8, 16])
+# 4: one group a row, so no neighbour group; 12: 36 groups padded to 64, the padding masked
+@pytest.mark.parametrize("side", [4, 8, 12, 16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_the_vector_depthwise_kernel_writes_the_taps_kernel_s_bits(index: int, side: int,
                                                                    dtype: torch.dtype) -> None:
@@ -128,8 +133,9 @@ def test_the_vector_depthwise_path_writes_the_taps_path_s_bits(index: int, dtype
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
-    ({}, ["vec", "vec"]),  # the smoke profile's tile_size 4: sides 8 and 4
-    (SMALL, ["vec", "taps"]),  # sides 4 and 2
+    ({}, ["vec", "vec"]),  # the smoke profile's tile_size 4: sides 8 and 4, width 16
+    ({**SMALL, "width": 32}, ["vec", "taps"]),  # sides 4 and 2
+    (SMALL, ["taps", "taps"]),  # width 24: the vector loads' alignment is not known
     (ODD_TILES, ["taps", "taps"]),  # sides 6 and 3
 ])
 def test_the_depthwise_kernel_is_the_vector_one_where_the_tile_side_is_a_multiple_of_4(
