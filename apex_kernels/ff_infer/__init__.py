@@ -60,6 +60,7 @@ _INT32_LIMIT = 2**31  # offsets inside one image are int32; tile and batch offse
 MIXES = ("triton", "cublas")  # who runs the pointwise mix
 # the depthwise kernel: 4 pixels a load (tile sides that are multiples of 4), or a pixel a load
 DEPTHWISES = ("vec", "taps")
+VEC_MAX_SIDE = 8  # the largest tile side that gets the vector depthwise kernel by default
 
 def shape_reason(channels: int, height: int, width: int, tile_size: int, level0_tiles: int,
                  level1_tiles: int) -> str | None:
@@ -122,8 +123,8 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     and ``slots``. ``children`` (level 0): the next level's tokens, which this level's norm kernel
     writes (the means of its split tiles' quadrants); level 1 then launches no tile means of its own.
     ``slots`` (level 0: written; level 1: unused) is each level-0 tile's place among the split parents.
-    ``depthwise_on``: ``"vec"`` or ``"taps"``, or None for ``"vec"`` where the side is a multiple of 4
-    and the width of 16.
+    ``depthwise_on``: ``"vec"`` or ``"taps"``, or None for ``"vec"`` where the side is 4 or 8 and
+    the width a multiple of 16.
     """
     b, c, h, width = src.shape
     k = ids.shape[1]
@@ -171,8 +172,11 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         means = [bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})]
     # the vector loads are 8-byte aligned only where Triton's specialization proves W a multiple of
     # 16; elsewhere they split into scalars, and ptxas (Triton 3.6, sm_90a) counted 12 KB of spills
-    # at a side of 24 and W 120 where the taps kernel spilled 1.4 KB
-    dw_kind = depthwise_on or ("vec" if side % 4 == 0 and width % 16 == 0 else "taps")
+    # at a side of 24 and W 120 where the taps kernel spilled 1.4 KB. Above VEC_MAX_SIDE the taps
+    # kernel: on 16 x 16 tiles at the large profile the vector one's loads touched 1.7 times the
+    # sectors (ncu, H200) and the cell read 0.6 % slower (docs/perf.md, 2026-11-29)
+    vec_fits = side % 4 == 0 and side <= VEC_MAX_SIDE and width % 16 == 0
+    dw_kind = depthwise_on or ("vec" if vec_fits else "taps")
     dw_args = (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k)
     if dw_kind == "vec":  # groups of 4 pixels of a row, SGP of them (a power of two)
         dw = bound(_modulate_dw_vec_kernel, DW_CONFIGS, channel_grid, dw_args, {},
@@ -244,7 +248,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster. ``depthwise``
     names the modulate + depthwise kernel of both levels, ``"vec"`` (4 pixels a load; tile sides
     that are multiples of 4) or ``"taps"`` (a pixel a load); None: ``"vec"`` at each level whose side
-    is a multiple of 4 where the map's width is a multiple of 16, ``"taps"`` elsewhere. The
+    is 4 or 8 where the map's width is a multiple of 16, ``"taps"`` elsewhere. The
     metadata's ``depthwise`` lists the two choices.
     """
     if mix not in (None, *MIXES):

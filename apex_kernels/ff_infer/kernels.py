@@ -327,8 +327,10 @@ def _row_of_taps(acc, w_left, w_mid, w_right, left, mid, right):
 # left and its right neighbour are three loads of one shape, so one layout, each 4 pixels a thread
 # (8 bytes in fp16; W specialized, x0 and the tile origins multiples of 4, so the alignment is
 # known); the left group gives pixel x0 - 1, the right one x0 + 4. Each output pixel adds its nine
-# taps in the order the taps kernel does (dy, then dx), so both write the same bits. Unmeasured on
-# a GPU: only compiled for sm_90a on the CPU and checked in the interpreter.
+# taps in the order the taps kernel does (dy, then dx), so both write the same bits. The default
+# for sides 4 and 8 only: on 16 x 16 tiles at the large profile its loads touched 1.7 times the
+# sectors of the taps kernel's and it read 12 % longer (ncu, H200, 2026-11-29), bound by L1's data
+# pipe; on 8 x 8 tiles, and on 16 x 16 at the fixed profile, it read faster (docs/perf.md).
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
 @triton.jit
 def _modulate_dw_vec_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,

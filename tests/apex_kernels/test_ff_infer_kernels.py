@@ -135,10 +135,11 @@ def test_the_vector_depthwise_path_writes_the_taps_path_s_bits(index: int, dtype
 @pytest.mark.parametrize(("overrides", "expected"), [
     ({}, ["vec", "vec"]),  # the smoke profile's tile_size 4: sides 8 and 4, width 16
     ({**SMALL, "width": 32}, ["vec", "taps"]),  # sides 4 and 2
+    ({"height": 32, "width": 64, "tile_size": 8}, ["taps", "vec"]),  # sides 16 and 8
     (SMALL, ["taps", "taps"]),  # width 24: the vector loads' alignment is not known
     (ODD_TILES, ["taps", "taps"]),  # sides 6 and 3
 ])
-def test_the_depthwise_kernel_is_the_vector_one_where_the_tile_side_is_a_multiple_of_4(
+def test_the_depthwise_kernel_is_the_vector_one_where_the_tile_side_is_4_or_8(
         overrides: dict[str, Any], expected: list[str]) -> None:
     case = case_of(overrides)
     inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, 0)
