@@ -43,6 +43,7 @@ from apex_kernels.ff_infer.kernels import (
     NORM_CONFIGS,
     SELECT_BLOCK,
     _modulate_dw_kernel,
+    _modulate_dw_vec_kernel,
     _norm_gate_kernel,
     _pointwise_mix_kernel,
     _select_kernel,
@@ -57,6 +58,9 @@ SCAN_MERGE = "avg"  # the default merge of the bidirectional tile-token scan
 NORM_EPS = 1e-5  # the default epsilon of the per-tile group norm
 _INT32_LIMIT = 2**31  # offsets inside one image are int32; tile and batch offsets int64
 MIXES = ("triton", "cublas")  # who runs the pointwise mix
+# the depthwise kernel: 4 pixels a load (tile sides that are multiples of 4), or a pixel a load
+DEPTHWISES = ("vec", "taps")
+VEC_MAX_SIDE = 8  # the largest tile side that gets the vector depthwise kernel by default
 
 def shape_reason(channels: int, height: int, width: int, tile_size: int, level0_tiles: int,
                  level1_tiles: int) -> str | None:
@@ -107,7 +111,7 @@ def _pinned(kernel: Any, configs: list[triton.Config], index: int | None) -> tup
 
 def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
            w: Mapping[str, torch.Tensor], alpha: torch.Tensor | None, merge: str,
-           norm_eps: float, config_index: int | None, mix_on: str,
+           norm_eps: float, config_index: int | None, mix_on: str, depthwise_on: str | None,
            tokens: torch.Tensor, slots: torch.Tensor, select: tuple | None = None,
            after_mlp: Sequence[Step] = (), children: torch.Tensor | None = None
            ) -> tuple[list[Step], dict[str, Any]]:
@@ -119,6 +123,8 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     and ``slots``. ``children`` (level 0): the next level's tokens, which this level's norm kernel
     writes (the means of its split tiles' quadrants); level 1 then launches no tile means of its own.
     ``slots`` (level 0: written; level 1: unused) is each level-0 tile's place among the split parents.
+    ``depthwise_on``: ``"vec"`` or ``"taps"``, or None for ``"vec"`` where the side is 4 or 8 and
+    the width a multiple of 16.
     """
     b, c, h, width = src.shape
     k = ids.shape[1]
@@ -164,8 +170,19 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
                        {"BLOCK": SELECT_BLOCK})]
     elif alpha is None:  # level 0 (level 1's tokens come from level 0's norm kernel)
         means = [bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})]
-    dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid,
-               (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k), {})
+    # the vector loads are 8-byte aligned only where Triton's specialization proves W a multiple of
+    # 16; elsewhere they split into scalars, and ptxas (Triton 3.6, sm_90a) counted 12 KB of spills
+    # at a side of 24 and W 120 where the taps kernel spilled 1.4 KB. Above VEC_MAX_SIDE the taps
+    # kernel: on 16 x 16 tiles at the large profile the vector one's loads touched 1.7 times the
+    # sectors (ncu, H200) and the cell read 0.6 % slower (docs/perf.md, 2026-11-29)
+    vec_fits = side % 4 == 0 and side <= VEC_MAX_SIDE and width % 16 == 0
+    dw_kind = depthwise_on or ("vec" if vec_fits else "taps")
+    dw_args = (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k)
+    if dw_kind == "vec":  # groups of 4 pixels of a row, SGP of them (a power of two)
+        dw = bound(_modulate_dw_vec_kernel, DW_CONFIGS, channel_grid, dw_args, {},
+                   shape={"S": side, "SGP": triton.next_power_of_2(pixels // 4)})
+    else:
+        dw = bound(_modulate_dw_kernel, DW_CONFIGS, channel_grid, dw_args, {})
     child_tokens = dst if children is None else children  # unread without CHILD_MEANS
     norm = bound(_norm_gate_kernel, NORM_CONFIGS, norm_grid,
                  (src, ids, gamma_beta, mixed, *norm_args, dst if alpha is None else alpha, dst, slots,
@@ -183,7 +200,7 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
         lambda meta: (triton.cdiv(rows, meta["BLOCK_M"]), triton.cdiv(c, meta["BLOCK_O"])),
         (depthwise, pw, pw_bias, mixed, rows, c), {"IEEE": ieee}, shape={})
     steps: list[Step] = [*means, *scan.launches, mlp, *after_mlp, dw, mix, norm]
-    return steps, {"tiles": k, "side": side, "scan": scan.metadata}
+    return steps, {"tiles": k, "side": side, "depthwise": dw_kind, "scan": scan.metadata}
 
 
 def _check_inputs(features: torch.Tensor, tensors: dict[str, torch.Tensor],
@@ -217,7 +234,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
                       wb: torch.Tensor, wu: torch.Tensor, bias: torch.Tensor, *, tile_size: int,
                       level0_tiles: int, split_parents: int, scan_merge: str = SCAN_MERGE,
                       norm_eps: float = NORM_EPS, config_index: int | None = None,
-                      mix: str | None = None) -> Launcher:
+                      mix: str | None = None, depthwise: str | None = None) -> Launcher:
     """Bind one ff-infer step to its tensors; each call runs it on their current contents.
 
     ``features [B, C, H, W]``; proxies ``[B, 1, H, W]``; float32 utilities ``util0`` and
@@ -228,10 +245,19 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
     config ``i`` (mod each list) of this module's six autotuned kernels. ``mix`` names who runs
     the pointwise mix, ``"triton"`` or ``"cublas"``; None: Triton where the call launches dependently
-    (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster.
+    (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster. ``depthwise``
+    names the modulate + depthwise kernel of both levels, ``"vec"`` (4 pixels a load; tile sides
+    that are multiples of 4) or ``"taps"`` (a pixel a load); None: ``"vec"`` at each level whose side
+    is 4 or 8 where the map's width is a multiple of 16, ``"taps"`` elsewhere. The
+    metadata's ``depthwise`` lists the two choices.
     """
     if mix not in (None, *MIXES):
         raise ValueError(f"ff-infer: mix {mix!r} is not one of {', '.join(map(repr, MIXES))}")
+    if depthwise not in (None, *DEPTHWISES):
+        raise ValueError(f"ff-infer: depthwise {depthwise!r} is not one of {', '.join(map(repr, DEPTHWISES))}")
+    if depthwise == "vec" and tile_size % 4:
+        raise ValueError(f"ff-infer: depthwise 'vec' needs tile sides that are multiples of 4, "
+                         f"got {2 * tile_size} and {tile_size}")
     n0 = (features.shape[2] // (2 * tile_size)) * (features.shape[3] // (2 * tile_size))
     b = features.shape[0]
     _check_inputs(features, {"boundary": boundary, "uncertainty": uncertainty, "util0": util0,
@@ -266,12 +292,12 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     # level 0's norm kernel writes level 1's tokens, the means of its split tiles' quadrants as it
     # stores them: level 1's tile means are not launched
     steps0, meta0 = _level(features, fused, ids0, 2 * tile_size, level_weights[0], None, scan_merge,
-                           norm_eps, config_index, mix_on, tokens0, slots,
+                           norm_eps, config_index, mix_on, depthwise, tokens0, slots,
                            (util0, split_util, ids1, n0, split_parents, cols0) if fold else None,
                            after_mlp=gate.launches, children=tokens1)
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
-                           config_index, mix_on, tokens1, slots)
+                           config_index, mix_on, depthwise, tokens1, slots)
     select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
     select = KernelLaunch("ff-infer", _select_kernel, (b,),
                           (util0, split_util, ids0, ids1, slots, n0, level0_tiles, split_parents, cols0),
@@ -286,6 +312,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     metadata = {"kernel": "ff_infer_fast_path", "launches_per_call": len(steps),
                 "triton_launches": len(launches), "levels": [meta0, meta1],
                 "fusiongate": gate.metadata, "config_index": config_index, "mix": mix_on,
+                "depthwise": [meta0["depthwise"], meta1["depthwise"]],
                 "selection": "in level 0's tile means" if fold else "_select_kernel",
                 "level1_means": "in level 0's norm kernel",
                 "dependent_launch": pdl, **({"dependent_launch_off": pdl_reason} if pdl_reason else {})}

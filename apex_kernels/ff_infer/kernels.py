@@ -301,6 +301,90 @@ def _modulate_dw_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
     tl.store(out, acc.to(d_ptr.dtype.element_ty), mask=mask_c[:, None] & valid[None, :])
 
 
+@triton.jit
+def _four_pixels(x, BLOCK_C: tl.constexpr, SGP: tl.constexpr):
+    """[BLOCK_C, SGP, 4] -> its four [BLOCK_C, SGP] pixels in order. The reshape to [..., 2, 2] is
+    row-major, so the first split gives pixels (0, 2) and (1, 3)."""
+    even, odd = tl.split(tl.reshape(x, (BLOCK_C, SGP, 2, 2)))
+    x0, x2 = tl.split(even)
+    x1, x3 = tl.split(odd)
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _row_of_taps(acc, w_left, w_mid, w_right, left, mid, right):
+    """acc + the three taps of one row, one at a time (dx = -1, 0, 1), as the taps kernel adds them."""
+    acc += w_left[:, None] * left
+    acc += w_mid[:, None] * mid
+    acc += w_right[:, None] * right
+    return acc
+
+
+# _modulate_dw_kernel with vector loads, for tile sides that are multiples of 4 (both levels of
+# the fixed and large profiles: 16 and 8). Its one-pixel-a-thread loads are 2-byte scalars in
+# fp16, and at the large profile it is still the largest share of the cell (about 1.5 of 3.83 ms,
+# H200). Here a thread holds groups of 4 adjacent pixels of a row: per row of taps, the group, its
+# left and its right neighbour are three loads of one shape, so one layout, each 4 pixels a thread
+# (8 bytes in fp16; W specialized, x0 and the tile origins multiples of 4, so the alignment is
+# known); the left group gives pixel x0 - 1, the right one x0 + 4. Each output pixel adds its nine
+# taps in the order the taps kernel does (dy, then dx), so both write the same bits. The default
+# for sides 4 and 8 only: on 16 x 16 tiles at the large profile its loads touched 1.7 times the
+# sectors of the taps kernel's and it read 12 % longer (ncu, H200, 2026-11-29), bound by L1's data
+# pipe; on 8 x 8 tiles, and on 16 x 16 at the fixed profile, it read faster (docs/perf.md).
+@triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
+@triton.jit
+def _modulate_dw_vec_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
+                            S: tl.constexpr, SGP: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = 0):
+    """``_modulate_dw_kernel`` for S % 4 == 0, 4 pixels a load: SGP = next_power_of_2(S * S / 4)."""
+    await_previous(PDL)  # under a dependent launch: wait for the kernel before
+    GROUPS: tl.constexpr = S // 4  # groups of 4 pixels a row
+    n = tl.program_id(0).to(tl.int64)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask_c = offs_c < C
+    scale, shift = _scale_shift(gb_ptr, n, offs_c, mask_c, C)
+    tile = tl.load(ids_ptr + n)
+    per_row = W // S
+    g = tl.arange(0, SGP)
+    row, col = g // GROUPS, g % GROUPS
+    valid = g < S * GROUPS
+    first = ((tile // per_row) * S + row) * W + (tile % per_row) * S + 4 * col  # the group's first pixel
+    v = tl.arange(0, 4)
+    group = (src_ptr + (n // K) * C * H * W + offs_c[:, None, None] * (H * W) + first[None, :, None]
+             + v[None, None, :])
+    a0 = tl.zeros([BLOCK_C, SGP], dtype=tl.float32)
+    a1 = tl.zeros([BLOCK_C, SGP], dtype=tl.float32)
+    a2 = tl.zeros([BLOCK_C, SGP], dtype=tl.float32)
+    a3 = tl.zeros([BLOCK_C, SGP], dtype=tl.float32)
+    for dy in range(-1, 2):  # a loop over rows, as the taps kernel's
+        mid = mask_c[:, None] & (valid & (row + dy >= 0) & (row + dy < S))[None, :]
+        left = mid & (col > 0)[None, :]
+        right = mid & (col < GROUPS - 1)[None, :]
+        at = group + dy * W
+        m0, m1, m2, m3 = _four_pixels(tl.load(at, mask=mid[:, :, None], other=0.0), BLOCK_C, SGP)
+        _, _, _, l3 = _four_pixels(tl.load(at - 4, mask=left[:, :, None], other=0.0), BLOCK_C, SGP)
+        r0, _, _, _ = _four_pixels(tl.load(at + 4, mask=right[:, :, None], other=0.0), BLOCK_C, SGP)
+        # the padding is zeros of the modulated tile, not modulated zeros
+        pl = tl.where(left, _modulate(l3, scale, shift), 0.0)
+        p0 = tl.where(mid, _modulate(m0, scale, shift), 0.0)
+        p1 = tl.where(mid, _modulate(m1, scale, shift), 0.0)
+        p2 = tl.where(mid, _modulate(m2, scale, shift), 0.0)
+        p3 = tl.where(mid, _modulate(m3, scale, shift), 0.0)
+        pr = tl.where(right, _modulate(r0, scale, shift), 0.0)
+        w_row = dw_ptr + offs_c * 9 + (dy + 1) * 3
+        w_left = tl.load(w_row, mask=mask_c, other=0.0).to(tl.float32)
+        w_mid = tl.load(w_row + 1, mask=mask_c, other=0.0).to(tl.float32)
+        w_right = tl.load(w_row + 2, mask=mask_c, other=0.0).to(tl.float32)
+        a0 = _row_of_taps(a0, w_left, w_mid, w_right, pl, p0, p1)
+        a1 = _row_of_taps(a1, w_left, w_mid, w_right, p0, p1, p2)
+        a2 = _row_of_taps(a2, w_left, w_mid, w_right, p1, p2, p3)
+        a3 = _row_of_taps(a3, w_left, w_mid, w_right, p2, p3, pr)
+    # join(join(a0, a2), join(a1, a3)) is [..., 2, 2] with [i, j] = a_{2i + j}: row-major a0..a3
+    acc = tl.reshape(tl.join(tl.join(a0, a2), tl.join(a1, a3)), (BLOCK_C, SGP, 4))
+    # pixel-major [N * s * s, C], pixel 4 g + v, as the taps kernel stores it
+    out = d_ptr + (n * (S * S) + 4 * g[None, :, None] + v[None, None, :]) * C + offs_c[:, None, None]
+    tl.store(out, acc.to(d_ptr.dtype.element_ty), mask=(mask_c[:, None] & valid[None, :])[:, :, None])
+
+
 @triton.autotune(configs=autotune_configs(NORM_CONFIGS), key=["C", "K", "S", "BLEND"],
                  restore_value=["dst_ptr"])  # level 1 updates dst in place: undo tuning runs
 @triton.jit

@@ -38,7 +38,7 @@ def test_the_gate_starts_at_once_among_level_0_s_steps_and_waits_before_it_ends(
     names = [launch.kernel_name for launch in launcher.launches]
     # the smoke frame is ranked inside level 0's tile means: no selection kernel first
     level0 = ["_select_tile_mean_kernel", "_ssm_scan_kernel", "_token_mlp_kernel", "_fusiongate_kernel",
-              "_modulate_dw_kernel", "_pointwise_mix_kernel", "_norm_gate_kernel"]
+              "_modulate_dw_vec_kernel", "_pointwise_mix_kernel", "_norm_gate_kernel"]
     assert names[:7] == level0
     assert "_fusiongate_kernel" not in names[7:]
     for launch in launcher.launches:

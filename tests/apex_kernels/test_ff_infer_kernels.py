@@ -72,6 +72,86 @@ def test_every_config_covers_the_output(index: int) -> None:
                    config_index=index, mix="triton")
 
 
+def run_depthwise(vec: bool, side: int, index: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """D of one depthwise kernel, config ``index`` pinned, on a 3 x 4 grid of tiles per frame."""
+    channels, batch = 37, 2  # no BLOCK_C divides 37, and every config takes two or more blocks
+    height, width = 3 * side, 4 * side
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randn((batch, channels, height, width), generator=gen).to(dtype)
+    # the four corners, tiles on each edge and the interior ones (5 and 6), in a scrambled order
+    ids = torch.tensor([[0, 11, 5, 3, 8], [6, 1, 4, 7, 10]], dtype=torch.int32)
+    n = ids.numel()
+    gamma_beta = torch.randn((n, 2 * channels), generator=gen).to(dtype)
+    weight = torch.randn((channels, 1, 3, 3), generator=gen).to(dtype)
+    guard = 8  # rows past D, left NaN unless a kernel writes outside its tiles' pixels
+    out = torch.full((n * side * side + guard, channels), float("nan"), dtype=dtype)
+    src, ids, gamma_beta, weight, out = (t.to(KERNEL_DEVICE) for t in (src, ids, gamma_beta, weight, out))
+    kernel = kernels._modulate_dw_vec_kernel if vec else kernels._modulate_dw_kernel
+    kernel, meta = pin_config(kernel, kernels.DW_CONFIGS[index])
+    pixels = {"SGP": triton.next_power_of_2(side * side // 4)} if vec else \
+        {"SSP": triton.next_power_of_2(side * side)}
+    grid = (n, triton.cdiv(channels, meta["BLOCK_C"]))
+    kernel[grid](src, ids, gamma_beta, weight, out, channels, height, width, ids.shape[1], S=side,
+                 **pixels, **meta)
+    out = out.cpu()
+    assert out[n * side * side:].isnan().all(), "a write past D"
+    return out[:n * side * side]
+
+
+@pytest.mark.parametrize("index", range(len(kernels.DW_CONFIGS)))
+# 4: one group a row, so no neighbour group; 12: 36 groups padded to 64, the padding masked
+@pytest.mark.parametrize("side", [4, 8, 12, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_the_vector_depthwise_kernel_writes_the_taps_kernel_s_bits(index: int, side: int,
+                                                                   dtype: torch.dtype) -> None:
+    # the same nine products added in the same order for every output: the same bits, not close ones
+    vec = run_depthwise(True, side, index, dtype, seed=side + index)
+    taps = run_depthwise(False, side, index, dtype, seed=side + index)
+    assert not taps.isnan().any()
+    assert torch.equal(vec, taps)
+
+
+def depthwise_outputs(case: Case, inputs: dict[str, torch.Tensor], **options: Any) -> list[torch.Tensor]:
+    launcher = OP.bind(WORKLOAD, case, inputs, **options)
+    outputs = launcher()
+    names = ("_modulate_dw_kernel", "_modulate_dw_vec_kernel")
+    d = [launch.args[4] for launch in launcher.launches if launch.kernel_name in names]
+    return [t.clone().cpu() for t in (*d, outputs["fused"], outputs["alpha"])]
+
+
+@pytest.mark.parametrize(("index", "dtype"), [(0, torch.float16), (2, torch.float32), (3, torch.float16)])
+def test_the_vector_depthwise_path_writes_the_taps_path_s_bits(index: int, dtype: torch.dtype) -> None:
+    # tile_size 8: 16 x 16 tiles at level 0, 8 x 8 at level 1, a 2 x 4 grid where every level-0 tile
+    # touches the image border; 37 channels
+    case = case_of({"channels": 37, "height": 32, "width": 64, "tile_size": 8, "hidden": 16})
+    inputs = WORKLOAD.make_inputs(case, KERNEL_DEVICE, dtype, seed=3)
+    vec = depthwise_outputs(case, inputs, depthwise="vec", config_index=index)
+    taps = depthwise_outputs(case, inputs, depthwise="taps", config_index=index)
+    assert len(vec) == len(taps) == 4  # both levels' D, fused, alpha
+    for got, want in zip(vec, taps, strict=True):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ({}, ["vec", "vec"]),  # the smoke profile's tile_size 4: sides 8 and 4, width 16
+    ({**SMALL, "width": 32}, ["vec", "taps"]),  # sides 4 and 2
+    ({"height": 32, "width": 64, "tile_size": 8}, ["taps", "vec"]),  # sides 16 and 8
+    (SMALL, ["taps", "taps"]),  # width 24: the vector loads' alignment is not known
+    (ODD_TILES, ["taps", "taps"]),  # sides 6 and 3
+])
+def test_the_depthwise_kernel_is_the_vector_one_where_the_tile_side_is_4_or_8(
+        overrides: dict[str, Any], expected: list[str]) -> None:
+    case = case_of(overrides)
+    inputs = WORKLOAD.make_inputs(case, "cpu", torch.float32, 0)
+    launcher = OP.bind(WORKLOAD, case, inputs)
+    assert launcher.metadata["depthwise"] == expected
+    assert [level["depthwise"] for level in launcher.metadata["levels"]] == expected
+    names = {"vec": "_modulate_dw_vec_kernel", "taps": "_modulate_dw_kernel"}
+    bound = [launch.kernel_name for launch in launcher.launches if launch.kernel_name in names.values()]
+    assert bound == [names[kind] for kind in expected]
+    assert OP.bind(WORKLOAD, case, inputs, depthwise="taps").metadata["depthwise"] == ["taps", "taps"]
+
+
 @pytest.mark.parametrize("index", range(len(kernels.MIX_CONFIGS)))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_pointwise_mix_matches_linear(index: int, dtype: torch.dtype) -> None:
@@ -175,6 +255,11 @@ def test_rejects_inputs_it_would_misread() -> None:
         OP.bind(WORKLOAD, case, {**inputs, "l1_decay": inputs["l1_decay"].half()})
     with pytest.raises(ValueError, match="mix 'cutlass' is not one of"):
         OP.bind(WORKLOAD, case, inputs, mix="cutlass")
+    with pytest.raises(ValueError, match="depthwise 'simd' is not one of"):
+        OP.bind(WORKLOAD, case, inputs, depthwise="simd")
+    odd = case_of(ODD_TILES)
+    with pytest.raises(ValueError, match="'vec' needs tile sides that are multiples of 4"):
+        OP.bind(WORKLOAD, odd, WORKLOAD.make_inputs(odd, "cpu", torch.float32, 0), depthwise="vec")
 
 
 @pytest.mark.interpreter

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(TRITON < (3, 3), reason=f"compile_layouts.py nee
 
 SCRIPT = Path(__file__).with_name("compile_layouts.py")
 DEPTHWISE = "apex_kernels.ff_infer.kernels:_modulate_dw_kernel"
+DEPTHWISE_VEC = "apex_kernels.ff_infer.kernels:_modulate_dw_vec_kernel"
 POINTERS = {"src_ptr": "*fp16", "ids_ptr": "*i32", "gb_ptr": "*fp16", "dw_ptr": "*fp16", "d_ptr": "*fp16"}
 
 
@@ -49,3 +50,16 @@ def test_depthwise_taps_load_neighbouring_pixels_in_neighbouring_threads(side, t
     assert taps, "no [BLOCK_C, pixels] load of src found in the TTGIR"
     # one pixel a thread along the row: a warp's load spans 2-4 sectors (16 x 16 tiles), not 16
     assert all(load["size_per_thread"][1] == 1 for load in taps), taps
+
+
+@pytest.mark.parametrize(("side", "tiles"), [(16, 320), (8, 512)])
+@pytest.mark.parametrize("config", kernels.DW_CONFIGS, ids=str)
+def test_vector_depthwise_loads_four_adjacent_pixels_a_thread(side, tiles, config, tmp_path):
+    block_c, groups = config.kwargs["BLOCK_C"], side * side // 4
+    arguments = {**POINTERS, "C": 256, "H": 512, "W": 512, "K": tiles, "S": side, "SGP": groups,
+                 "BLOCK_C": block_c, "PDL": 0, "num_warps": config.num_warps}
+    rows = [load for load in load_layouts(DEPTHWISE_VEC, arguments, tmp_path)
+            if load["shape"] == f"{block_c}x{groups}x4" and load["dtype"] == "f16"]
+    # a row's group, its left and its right neighbour: one layout, a whole group a thread (8 bytes)
+    assert len(rows) == 3, rows
+    assert all(load["size_per_thread"] == [1, 1, 4] for load in rows), rows
