@@ -41,16 +41,15 @@ from apex_kernels.ff_infer.kernels import (
     MIX_CONFIGS,
     MLP_CONFIGS,
     NORM_CONFIGS,
-    SELECT_BLOCK,
     _modulate_dw_kernel,
     _modulate_dw_vec_kernel,
     _norm_gate_kernel,
     _pointwise_mix_kernel,
-    _select_kernel,
     _select_tile_mean_kernel,
     _tile_mean_kernel,
     _token_mlp_kernel,
 )
+from apex_kernels.ff_infer.selection import SELECT_BLOCK, _select_kernel
 
 # A program holds one tile's pixels for BLOCK_C channels: 32 x 32 pixels (t = 16) at most.
 MAX_TILE_PIXELS = 1024
