@@ -1,13 +1,15 @@
 """Triton ff-infer: the two-level tile-refinement step from small Triton kernels (and cuBLAS).
 
-One call is 14 launches with no host synchronisation, so it can be captured in a CUDA
-graph: a selection kernel (both levels' tile ids, the top-k as pairwise ranks), then per
-level a tile-mean kernel, the tilessm-scan kernel, the token MLP in one kernel (both GEMMs,
+One call is 12 launches with no host synchronisation at the fixed profile (13 where a frame has
+more than 64 level-0 tiles), so it can be captured in a CUDA graph: level 0's tile means, which
+also select both levels' tiles (the top-k as pairwise ranks; a selection kernel of its own first
+for larger frames), then per level the tilessm-scan kernel, the token MLP in one kernel (both GEMMs,
 biases and ReLU), a modulate + depthwise 3x3 kernel, the pointwise mix (one GEMM, bias fused:
 a Triton kernel where the call launches dependently, cuBLAS elsewhere) and a group-norm +
 gated-ReLU + residual kernel that writes the refined tiles straight into the fused map; the
 fusion gate runs on (features, features) after level 0's MLP, which writes alpha and a fused
-map equal to features before level 0's norm writes into it. Level 0 overrides its tiles;
+map equal to features before level 0's norm writes into it; that norm kernel also writes level
+1's tokens (the means of the split tiles' quadrants). Level 0 overrides its tiles;
 level 1 blends its tiles in with alpha (``fused = base + alpha * (detail - base)``),
 which is the whole fusion gate there, since outside the level-1 tiles detail equals
 base. No dense map is copied and nothing but ``fused`` and ``alpha`` is written at map
@@ -170,10 +172,8 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     elif alpha is None:  # level 0 (level 1's tokens come from level 0's norm kernel)
         means = [bound(_tile_mean_kernel, MEAN_CONFIGS, channel_grid, (src, ids, tokens, c, h, width, k), {})]
     # the vector loads are 8-byte aligned only where Triton's specialization proves W a multiple of
-    # 16; elsewhere they split into scalars, and ptxas (Triton 3.6, sm_90a) counted 12 KB of spills
-    # at a side of 24 and W 120 where the taps kernel spilled 1.4 KB. Above VEC_MAX_SIDE the taps
-    # kernel: on 16 x 16 tiles at the large profile the vector one's loads touched 1.7 times the
-    # sectors (ncu, H200) and the cell read 0.6 % slower (docs/perf.md, 2026-11-29)
+    # 16 (elsewhere they split into scalars and spill); above VEC_MAX_SIDE the taps kernel read
+    # faster (docs/kernels-ff-infer.md, "_modulate_dw_vec_kernel")
     vec_fits = side % 4 == 0 and side <= VEC_MAX_SIDE and width % 16 == 0
     dw_kind = depthwise_on or ("vec" if vec_fits else "taps")
     dw_args = (src, ids, gamma_beta, w["dw_weight"], depthwise, c, h, width, k)
@@ -242,7 +242,7 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     ``level_weight_shapes`` names them; gate scalars ``wb``, ``wu``, ``bias`` 0-dim. Level 0
     refines the top ``level0_tiles`` tiles, level 1 the four children of the best
     ``split_parents`` of them. Outputs ``fused`` and ``alpha``. ``config_index`` pins
-    config ``i`` (mod each list) of this module's six autotuned kernels. ``mix`` names who runs
+    config ``i`` (mod each list) of this module's seven autotuned kernels. ``mix`` names who runs
     the pointwise mix, ``"triton"`` or ``"cublas"``; None: Triton where the call launches dependently
     (a cuBLAS launch would break the chain), cuBLAS elsewhere, where it read faster. ``depthwise``
     names the modulate + depthwise kernel of both levels, ``"vec"`` (4 pixels a load; tile sides

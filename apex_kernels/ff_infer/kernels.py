@@ -235,17 +235,15 @@ def _row_of_taps(acc, w_left, w_mid, w_right, left, mid, right):
     return acc
 
 
-# _modulate_dw_kernel with vector loads, for tile sides that are multiples of 4 (both levels of
-# the fixed and large profiles: 16 and 8). Its one-pixel-a-thread loads are 2-byte scalars in
-# fp16, and at the large profile it is still the largest share of the cell (about 1.5 of 3.83 ms,
-# H200). Here a thread holds groups of 4 adjacent pixels of a row: per row of taps, the group, its
-# left and its right neighbour are three loads of one shape, so one layout, each 4 pixels a thread
-# (8 bytes in fp16; W specialized, x0 and the tile origins multiples of 4, so the alignment is
-# known); the left group gives pixel x0 - 1, the right one x0 + 4. Each output pixel adds its nine
-# taps in the order the taps kernel does (dy, then dx), so both write the same bits. The default
-# for sides 4 and 8 only: on 16 x 16 tiles at the large profile its loads touched 1.7 times the
-# sectors of the taps kernel's and it read 12 % longer (ncu, H200, 2026-11-29), bound by L1's data
-# pipe; on 8 x 8 tiles, and on 16 x 16 at the fixed profile, it read faster (docs/perf.md).
+# _modulate_dw_kernel with vector loads, for tile sides that are multiples of 4. The taps kernel's
+# one-pixel-a-thread loads are 2-byte scalars in fp16, and at the large profile its two launches
+# are the largest share of the cell (1.24 and 0.59 ms under ncu, H200). Here a thread holds
+# groups of 4 adjacent pixels of a row: per row of taps, the group, its left and its right
+# neighbour are three loads of one shape, so one layout, each 4 pixels a thread (8 bytes in fp16;
+# W specialized, x0 and the tile origins multiples of 4, so the alignment is known); the left
+# group gives pixel x0 - 1, the right one x0 + 4. Each output pixel adds its nine taps in the order
+# the taps kernel does (dy, then dx), so both write the same bits. The default up to VEC_MAX_SIDE
+# only: why, in docs/kernels-ff-infer.md.
 @triton.autotune(configs=autotune_configs(DW_CONFIGS), key=["C", "K", "S"])
 @triton.jit
 def _modulate_dw_vec_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,

@@ -113,6 +113,7 @@ def test_the_vector_depthwise_kernel_writes_the_taps_kernel_s_bits(index: int, s
 
 def depthwise_outputs(case: Case, inputs: dict[str, torch.Tensor], **options: Any) -> list[torch.Tensor]:
     launcher = OP.bind(WORKLOAD, case, inputs, **options)
+    assert launcher.metadata["depthwise"] == [options["depthwise"]] * 2  # the option took both levels
     outputs = launcher()
     names = ("_modulate_dw_kernel", "_modulate_dw_vec_kernel")
     d = [launch.args[4] for launch in launcher.launches if launch.kernel_name in names]

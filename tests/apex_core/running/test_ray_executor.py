@@ -20,6 +20,9 @@ from tests.apex_core.isolation_helpers import kill_leftovers, load, processes_wi
 from tests.conftest import run_cli
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the ray extra: pip install -e '.[ray]')")
+# Ray starts its processes through subprocess, a fork followed at once by exec, which JAX's at-fork
+# hook warns about whenever another test file of this xdist worker imported JAX first
+pytestmark = pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 
 MARKER_ENV = "APEX_BENCH_RAY_TEST_MARKER"
 FAST = ["--warmup", "1", "--min-time", "0.05", "--max-time", "0.2", "--no-energy"]
