@@ -19,6 +19,11 @@ def _us(ms: float | None) -> str:
     return "–" if ms is None else f"{ms * 1e3:.2f}"
 
 
+def _p50(cell: dict) -> float | None:
+    """The cell's p50 in ms where it ran ok, else None (its status says why)."""
+    return (cell.get("stats") or {}).get("p50_ms") if cell["status"] == "ok" else None
+
+
 def table(report: dict, copy_gbps: float | None) -> str:
     cells = report["benchmarks"]
     backends = list(dict.fromkeys(b["backend"] for b in cells))
@@ -32,8 +37,7 @@ def table(report: dict, copy_gbps: float | None) -> str:
             "floor us", "best / floor"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for (workload, case, dtype), by in rows.items():
-        p50 = {k: (v["stats"] or {}).get("p50_ms") if v["status"] == "ok" else None
-               for k, v in by.items()}
+        p50 = {k: _p50(v) for k, v in by.items()}
         texts = [_us(p50.get(b)) if p50.get(b) is not None else by[b]["status"] if b in by else "–"
                  for b in backends]
         nbytes = next((v.get("bytes_moved") for v in by.values() if v.get("bytes_moved")), None)
@@ -61,7 +65,7 @@ def methods_table(paths: list[str]) -> str:
             "host us / call", "kernels / call"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for key, by in rows.items():
-        texts = [_us((by[i].get("stats") or {}).get("p50_ms")) if i in by and by[i]["status"] == "ok"
+        texts = [_us(_p50(by[i])) if i in by and by[i]["status"] == "ok"
                  else (by[i]["status"] if i in by else "–") for i in range(len(columns))]
         host = next((b["host_ms"] for b in by.values() if b.get("host_ms") is not None), None)
         kernels = next((b["kernel_activity"]["kernels_per_call"] for b in by.values()
@@ -75,8 +79,7 @@ def versus_table(report: dict, first: str, second: str) -> str:
     """A row per cell: the two backends' p50 in us (or their status) and the first over the second."""
     by: dict[str, dict[str, tuple[str, float | None]]] = {}
     for c in report["benchmarks"]:
-        p50 = (c.get("stats") or {}).get("p50_ms") if c["status"] == "ok" else None
-        by.setdefault(f"{c['workload']}/{c['case']}", {})[c["backend"]] = (c["status"], p50)
+        by.setdefault(f"{c['workload']}/{c['case']}", {})[c["backend"]] = (c["status"], _p50(c))
     lines = [f"| cell | {first} us | {second} us | {first} / {second} |", "| --- | --- | --- | --- |"]
     for cell, b in by.items():
         a, k = (b.get(name, ("absent", None)) for name in (first, second))

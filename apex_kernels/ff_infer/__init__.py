@@ -202,6 +202,11 @@ def _level(src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor, side: int,
     return steps, {"tiles": k, "side": side, "depthwise": dw_kind, "scan": scan.metadata}
 
 
+def _check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value not in (None, *choices):
+        raise ValueError(f"ff-infer: {option} {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
 def _check_inputs(features: torch.Tensor, tensors: dict[str, torch.Tensor],
                   levels: tuple[Mapping[str, torch.Tensor], ...], util_shape: tuple[int, int],
                   tile_size: int) -> None:
@@ -250,10 +255,8 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     is 4 or 8 where the map's width is a multiple of 16, ``"taps"`` elsewhere. The
     metadata's ``depthwise`` lists the two choices.
     """
-    if mix not in (None, *MIXES):
-        raise ValueError(f"ff-infer: mix {mix!r} is not one of {', '.join(map(repr, MIXES))}")
-    if depthwise not in (None, *DEPTHWISES):
-        raise ValueError(f"ff-infer: depthwise {depthwise!r} is not one of {', '.join(map(repr, DEPTHWISES))}")
+    _check_choice("mix", mix, MIXES)
+    _check_choice("depthwise", depthwise, DEPTHWISES)
     if depthwise == "vec" and tile_size % 4:
         raise ValueError(f"ff-infer: depthwise 'vec' needs tile sides that are multiples of 4, "
                          f"got {2 * tile_size} and {tile_size}")
@@ -297,11 +300,13 @@ def ff_infer_launcher(features: torch.Tensor, boundary: torch.Tensor, uncertaint
     # level 1 reads the level-0 result from fused and blends its tiles into it in place
     steps1, meta1 = _level(fused, fused, ids1, tile_size, level_weights[1], alpha, scan_merge, norm_eps,
                            config_index, mix_on, depthwise, tokens1, slots)
-    select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
-    select = KernelLaunch("ff-infer", _select_kernel, (b,),
-                          (util0, split_util, ids0, ids1, slots, n0, level0_tiles, split_parents, cols0),
-                          select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}", select_meta)
-    steps: list[Step] = [*([] if fold else [select]), *steps0, *steps1]
+    steps: list[Step] = [*steps0, *steps1]
+    if not fold:  # a frame too large to rank in registers: the selection kernel first
+        select_meta = {"BLOCK": SELECT_BLOCK, "num_warps": 4}
+        steps.insert(0, KernelLaunch("ff-infer", _select_kernel, (b,),
+                                     (util0, split_util, ids0, ids1, slots, n0, level0_tiles, split_parents,
+                                      cols0), select_meta, f"B{b}_N{n0}_K{level0_tiles}_J{split_parents}",
+                                     select_meta))
     if pdl:
         at_once = {id(launch) for launch in gate.launches}
         steps = [dependent(s, at_once=id(s) in at_once) if isinstance(s, KernelLaunch) else s

@@ -47,10 +47,15 @@ def _tile_pixels(ids_ptr, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
 
 @triton.jit
 def _pixels_of(tile, n, C, H, W, K, S: tl.constexpr, SSP: tl.constexpr):
-    per_row = W // S
     p = tl.arange(0, SSP)
-    pix = ((tile // per_row) * S + p // S) * W + (tile % per_row) * S + p % S
-    return (n // K) * C * H * W, pix, p < S * S
+    return (n // K) * C * H * W, _in_image(tile, p // S, p % S, W, S), p < S * S
+
+
+@triton.jit
+def _in_image(tile, row, col, W, S: tl.constexpr):
+    """The in-image offset of pixel (row, col) of ``tile``, numbered row-major on the grid of S x S tiles."""
+    per_row = W // S
+    return ((tile // per_row) * S + row) * W + (tile % per_row) * S + col
 
 
 @triton.jit
@@ -255,12 +260,10 @@ def _modulate_dw_vec_kernel(src_ptr, ids_ptr, gb_ptr, dw_ptr, d_ptr, C, H, W, K,
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_c = offs_c < C
     scale, shift = _scale_shift(gb_ptr, n, offs_c, mask_c, C)
-    tile = tl.load(ids_ptr + n)
-    per_row = W // S
     g = tl.arange(0, SGP)
     row, col = g // GROUPS, g % GROUPS
     valid = g < S * GROUPS
-    first = ((tile // per_row) * S + row) * W + (tile % per_row) * S + 4 * col  # the group's first pixel
+    first = _in_image(tl.load(ids_ptr + n), row, 4 * col, W, S)  # the group's first pixel
     v = tl.arange(0, 4)
     group = (src_ptr + (n // K) * C * H * W + offs_c[:, None, None] * (H * W) + first[None, :, None]
              + v[None, None, :])

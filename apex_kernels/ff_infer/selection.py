@@ -28,7 +28,7 @@ def _select_kernel(util_ptr, split_ptr, ids0_ptr, ids1_ptr, slot_ptr, N0, K0, J,
                    PDL: tl.constexpr = 0):
     """One frame: ids0 = top-K0 of util0; ids1 = the children of the top-J parents by split_util;
     slot[k] = the place of level-0 tile k among those parents, -1 if it is not one."""
-    # dependent too, so that it lets the gate launch early (whatever ran before it is waited for)
+    # dependent too, so that the kernel after it launches early (whatever ran before it is waited for)
     await_previous(PDL)
     b = tl.program_id(0).to(tl.int64)
     util = util_ptr + b * N0
